@@ -1,0 +1,145 @@
+//! Command-line arguments shared by the subcommands, and turning them into a configuration.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use ctf_reader::config::ReaderConfigBuilder;
+use ctf_reader::{InputConfig, Precision, ReaderConfig, StorageFormat};
+
+use crate::Failure;
+
+/// Validate, dump and inspect CNTK Text Format (CTF) datasets.
+#[derive(Parser, Debug)]
+#[command(name = "ctf", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print every valid sequence as one JSON object per line, in file order.
+    Dump(DataArgs),
+    /// Report every error and warning in the data, then a summary; exit 1 on any error.
+    Validate(DataArgs),
+}
+
+/// Where the data and its configuration come from.
+#[derive(Args, Debug)]
+pub struct DataArgs {
+    /// BrainScript configuration holding the reader section.
+    pub config: Option<PathBuf>,
+    /// Dotted path to the reader record, or to a command record holding one (e.g. `train`).
+    #[arg(long, value_name = "PATH")]
+    pub section: Option<String>,
+    /// Data file to read instead of the configuration's `file` (repeat for several files).
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<String>,
+    /// Input to read instead of the configuration's `input` section (repeatable).
+    #[arg(long = "input", value_name = "NAME:DIM:dense|sparse[:ALIAS]", value_parser = parse_input)]
+    pub inputs: Vec<InputConfig>,
+    /// Element type of the values.
+    #[arg(long, value_parser = parse_precision)]
+    pub precision: Option<Precision>,
+    /// Number of invalid sequences to skip before failing.
+    #[arg(long)]
+    pub max_errors: Option<u64>,
+    /// Treat every line as its own sequence.
+    #[arg(long)]
+    pub skip_sequence_ids: bool,
+    /// 0: errors only; 1: warnings too; 2: everything.
+    #[arg(long)]
+    pub trace_level: Option<u32>,
+}
+
+fn parse_input(spec: &str) -> Result<InputConfig, String> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    if !(3..=4).contains(&parts.len()) {
+        return Err(format!(
+            "expected NAME:DIM:dense|sparse[:ALIAS], got '{spec}'"
+        ));
+    }
+    let name = parts[0];
+    if name.is_empty() {
+        return Err("the input name is empty".to_string());
+    }
+    let dim: usize = parts[1].parse().ok().filter(|&d| d > 0).ok_or_else(|| {
+        format!(
+            "the dim of input '{name}' must be a positive integer, got '{}'",
+            parts[1]
+        )
+    })?;
+    let format = match parts[2].to_ascii_lowercase().as_str() {
+        "dense" => StorageFormat::Dense,
+        "sparse" => StorageFormat::Sparse,
+        other => {
+            return Err(format!(
+                "the format of input '{name}' must be dense or sparse, got '{other}'"
+            ))
+        }
+    };
+    let input = InputConfig::new(name, dim, format);
+    match parts.get(3) {
+        Some(alias) => Ok(input.with_alias(alias)),
+        None => Ok(input),
+    }
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "float" => Ok(Precision::Float),
+        "double" => Ok(Precision::Double),
+        other => Err(format!("expected float or double, got '{other}'")),
+    }
+}
+
+impl DataArgs {
+    /// The reader configuration: the config file's reader section with the command line's
+    /// overrides applied, or one built from `--file` and `--input` alone.
+    pub fn reader_config(&self) -> Result<ReaderConfig, Failure> {
+        let mut builder = match &self.config {
+            Some(path) => {
+                let (mut config, warnings) = ReaderConfig::from_file(path, self.section.as_deref())
+                    .map_err(|e| Failure::Usage(e.to_string()))?;
+                for w in &warnings {
+                    eprintln!("{w}");
+                }
+                if !self.files.is_empty() {
+                    config.files = self.files.clone();
+                }
+                if !self.inputs.is_empty() {
+                    config.inputs = self.inputs.clone();
+                }
+                ReaderConfigBuilder::from_config(config)
+            }
+            None if self.section.is_some() => {
+                return Err(Failure::Usage(
+                    "error: --section needs a CONFIG file".to_string(),
+                ))
+            }
+            None if self.files.is_empty() || self.inputs.is_empty() => {
+                return Err(Failure::Usage(
+                    "error: give a CONFIG file, or both --file and --input".to_string(),
+                ))
+            }
+            None => ReaderConfig::builder()
+                .files(self.files.iter().cloned())
+                .inputs(self.inputs.iter().cloned()),
+        };
+        if let Some(p) = self.precision {
+            builder = builder.precision(p);
+        }
+        if let Some(m) = self.max_errors {
+            builder = builder.max_errors(m);
+        }
+        if self.skip_sequence_ids {
+            builder = builder.skip_sequence_ids(true);
+        }
+        if let Some(t) = self.trace_level {
+            builder = builder.trace_level(t);
+        }
+        builder.build().map_err(|e| Failure::Usage(e.to_string()))
+    }
+}

@@ -1,0 +1,59 @@
+//! `ctf validate`: reports every error and warning in the data (not stopping at maxErrors),
+//! then prints a summary on stdout. Exit 0 when there is no error, 1 otherwise.
+
+use ctf_reader::reader::{stderr_sink, ErrorPolicy, SequenceReader};
+use ctf_reader::{Element, Precision, ReaderConfig};
+
+use crate::cli::DataArgs;
+use crate::Failure;
+
+/// Runs `ctf validate`.
+pub fn run(args: &DataArgs) -> Result<(), Failure> {
+    let config = args.reader_config()?;
+    match config.precision {
+        Precision::Float => validate::<f32>(&config),
+        Precision::Double => validate::<f64>(&config),
+    }
+}
+
+fn validate<T: Element>(config: &ReaderConfig) -> Result<(), Failure> {
+    let mut reader = SequenceReader::<T>::new(config, ErrorPolicy::ReportAll, stderr_sink());
+    let mut samples = vec![0u64; config.inputs.len()];
+    let mut fatal = None;
+    loop {
+        match reader.next_batch() {
+            Ok(Some(batch)) => {
+                for (total, column) in samples.iter_mut().zip(&batch.columns) {
+                    *total += column.sequence_offsets[batch.len()] as u64;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                fatal = Some(e);
+                break;
+            }
+        }
+    }
+    let counts = reader.counts();
+    println!("files: {}", config.files.len());
+    println!(
+        "lines: {} ({} belong to no sequence)",
+        counts.lines, counts.skipped_lines
+    );
+    println!(
+        "sequences: {} valid, {} invalid",
+        counts.sequences, counts.invalid_sequences
+    );
+    for (input, n) in config.inputs.iter().zip(&samples) {
+        println!("samples {}: {n}", input.name);
+    }
+    println!("errors: {}", counts.errors + u64::from(fatal.is_some()));
+    println!("warnings: {}", counts.warnings);
+    if let Some(e) = fatal {
+        return Err(Failure::Data(e.to_string()));
+    }
+    if counts.errors > 0 {
+        return Err(Failure::DataReported);
+    }
+    Ok(())
+}

@@ -1,0 +1,709 @@
+//! Lazy evaluator of immediate BrainScript values.
+//!
+//! Nothing is evaluated until asked for: the caller requests a member of a record, and only
+//! the expressions that member depends on are evaluated (each member at most once; results
+//! are cached). Names are searched outward through the enclosing records, in any declaration
+//! order; `r.x` looks only inside `r`. Names match case-insensitively, an exact match winning.
+//! A member that depends on itself is a cycle error listing the chain. Constructs that only
+//! make sense in a network (calls, lambdas, `new`, ...) are errors when, and only when, they
+//! are evaluated.
+//!
+//! Caching by (record, member) is sound because a record literal is only instantiated in
+//! one scope: functions, which could instantiate a record body once per call, are never
+//! applied.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
+
+use super::ast::{BinaryOp, Expr, ExprKind, Member, Record, UnaryOp};
+use super::error::{Error, Pos};
+use super::MAX_DEPTH;
+
+/// An evaluated immediate value.
+#[derive(Clone, Debug)]
+pub enum Value<'a> {
+    /// A number (always a double).
+    Number(f64),
+    /// A string.
+    Str(String),
+    /// A boolean.
+    Bool(bool),
+    /// A record, whose members are evaluated on demand.
+    Record(RecordValue<'a>),
+    /// An array (built with `:`).
+    Array(Vec<Value<'a>>),
+}
+
+impl Value<'_> {
+    /// The type's name, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Number(_) => "a number",
+            Value::Str(_) => "a string",
+            Value::Bool(_) => "a boolean",
+            Value::Record(_) => "a record",
+            Value::Array(_) => "an array",
+        }
+    }
+}
+
+struct Scope<'a> {
+    record: &'a Record,
+    parent: Option<Rc<Scope<'a>>>,
+}
+
+/// A record together with the records that enclose it (where names are searched outward).
+#[derive(Clone)]
+pub struct RecordValue<'a> {
+    scope: Rc<Scope<'a>>,
+}
+
+impl<'a> RecordValue<'a> {
+    fn new(record: &'a Record, parent: Option<Rc<Scope<'a>>>) -> Self {
+        RecordValue {
+            scope: Rc::new(Scope { record, parent }),
+        }
+    }
+
+    /// The record's syntax.
+    pub fn record(&self) -> &'a Record {
+        self.scope.record
+    }
+
+    /// Position of the record's opening bracket.
+    pub fn pos(&self) -> Pos {
+        self.scope.record.pos
+    }
+
+    /// The enclosing record, if any.
+    pub fn parent(&self) -> Option<RecordValue<'a>> {
+        self.scope
+            .parent
+            .as_ref()
+            .map(|p| RecordValue { scope: p.clone() })
+    }
+
+    /// The member called `name` (case-insensitive, an exact match first), in this record only.
+    /// Several case-insensitive matches without an exact one is an error.
+    pub fn find(&self, name: &str) -> Result<Option<MemberRef<'a>>, Error> {
+        let record = self.scope.record;
+        let found = record.find(name);
+        match found.as_slice() {
+            [] => Ok(None),
+            [(index, member), rest @ ..] => {
+                if member.name != name {
+                    if let Some((_, other)) = rest.first() {
+                        return Err(Error::new(
+                            other.pos,
+                            format!(
+                                "'{name}' is ambiguous: '{}' ({}) and '{}' ({}) differ only in case",
+                                member.name, member.pos, other.name, other.pos
+                            ),
+                        ));
+                    }
+                }
+                Ok(Some(MemberRef {
+                    owner: self.clone(),
+                    member,
+                    index: *index,
+                }))
+            }
+        }
+    }
+
+    /// The member called `name` in this record or, failing that, in the nearest enclosing
+    /// record that has one.
+    pub fn find_outward(&self, name: &str) -> Result<Option<MemberRef<'a>>, Error> {
+        let mut current = Some(self.clone());
+        while let Some(record) = current {
+            if let Some(found) = record.find(name)? {
+                return Ok(Some(found));
+            }
+            current = record.parent();
+        }
+        Ok(None)
+    }
+}
+
+impl fmt::Debug for RecordValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RecordValue(at {})", self.pos())
+    }
+}
+
+/// A member found in a record, ready to be evaluated.
+#[derive(Clone, Debug)]
+pub struct MemberRef<'a> {
+    /// The record holding the member.
+    pub owner: RecordValue<'a>,
+    /// The member's syntax.
+    pub member: &'a Member,
+    index: usize,
+}
+
+/// A member under evaluation, for cycle detection.
+struct Active {
+    record: usize,
+    index: usize,
+    name: String,
+    pos: Pos,
+}
+
+/// Evaluates members of one document on demand.
+pub struct Evaluator<'a> {
+    root: &'a Record,
+    cache: HashMap<(usize, usize), Value<'a>>,
+    active: Vec<Active>,
+    depth: usize,
+}
+
+#[inline(never)]
+fn too_deep(pos: Pos) -> Error {
+    Error::new(
+        pos,
+        format!("evaluation nested deeper than {MAX_DEPTH} levels"),
+    )
+}
+
+fn unsupported(pos: Pos, what: impl fmt::Display) -> Error {
+    Error::new(
+        pos,
+        format!("cannot evaluate {what}: only immediate values (numbers, strings, booleans, records, arrays) are supported here"),
+    )
+}
+
+impl<'a> Evaluator<'a> {
+    /// An evaluator for the document whose top-level record is `root`.
+    pub fn new(root: &'a Record) -> Self {
+        Evaluator {
+            root,
+            cache: HashMap::new(),
+            active: Vec::new(),
+            depth: 0,
+        }
+    }
+
+    /// The document's top-level record.
+    pub fn root(&self) -> RecordValue<'a> {
+        RecordValue::new(self.root, None)
+    }
+
+    /// Evaluates the member `name` of `record` (no outward search); `None` if there is none.
+    pub fn get(
+        &mut self,
+        record: &RecordValue<'a>,
+        name: &str,
+    ) -> Result<Option<Value<'a>>, Error> {
+        match record.find(name)? {
+            Some(found) => self.eval_member(&found).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Evaluates the name `name` as seen from inside `record`: its own member, or the nearest
+    /// enclosing record's; `None` if no record defines it.
+    pub fn lookup(
+        &mut self,
+        record: &RecordValue<'a>,
+        name: &str,
+    ) -> Result<Option<Value<'a>>, Error> {
+        match record.find_outward(name)? {
+            Some(found) => self.eval_member(&found).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Evaluates a found member (once; later calls return the cached value).
+    pub fn eval_member(&mut self, found: &MemberRef<'a>) -> Result<Value<'a>, Error> {
+        let key = (found.owner.record().id, found.index);
+        if let Some(value) = self.cache.get(&key) {
+            return Ok(value.clone());
+        }
+        let member = found.member;
+        if let Some(start) = self
+            .active
+            .iter()
+            .position(|a| a.record == key.0 && a.index == key.1)
+        {
+            return Err(self.cycle(start, member));
+        }
+        self.active.push(Active {
+            record: key.0,
+            index: key.1,
+            name: member.name.clone(),
+            pos: member.pos,
+        });
+        let result = self.eval(&member.value, &found.owner);
+        self.active.pop();
+        let value = result?;
+        self.cache.insert(key, value.clone());
+        Ok(value)
+    }
+
+    /// The error for a member that depends on itself; `start` is its place in `active`.
+    #[inline(never)]
+    fn cycle(&self, start: usize, member: &Member) -> Error {
+        let chain: Vec<String> = self
+            .active
+            .iter()
+            .skip(start)
+            .map(|a| format!("{} ({})", a.name, a.pos))
+            .chain(std::iter::once(format!("{} ({})", member.name, member.pos)))
+            .collect();
+        Error::new(member.pos, format!("cycle: {}", chain.join(" -> ")))
+    }
+
+    /// Evaluates an expression with `scope` as the innermost enclosing record.
+    pub fn eval(&mut self, expr: &'a Expr, scope: &RecordValue<'a>) -> Result<Value<'a>, Error> {
+        self.depth += 1;
+        let result = if self.depth > MAX_DEPTH {
+            Err(too_deep(expr.pos))
+        } else {
+            self.eval_inner(expr, scope)
+        };
+        self.depth -= 1;
+        result
+    }
+
+    fn eval_inner(&mut self, expr: &'a Expr, scope: &RecordValue<'a>) -> Result<Value<'a>, Error> {
+        match &expr.kind {
+            ExprKind::Number(n) => Ok(Value::Number(*n)),
+            ExprKind::Str(s) => Ok(Value::Str(s.clone())),
+            ExprKind::Bool(b) => Ok(Value::Bool(*b)),
+            ExprKind::Ident(name) => self.name(name, expr.pos, scope),
+            ExprKind::Record(record) => Ok(Value::Record(RecordValue::new(
+                record,
+                Some(scope.scope.clone()),
+            ))),
+            ExprKind::Array(items) => self.array(items, scope),
+            ExprKind::Unary(op, operand) => self.unary(*op, operand, expr.pos, scope),
+            ExprKind::Binary(op, lhs, rhs) => self.binary(*op, lhs, rhs, expr.pos, scope),
+            ExprKind::If(cond, then, otherwise) => self.conditional(cond, then, otherwise, scope),
+            ExprKind::Member(target, name, name_pos) => self.member(target, name, *name_pos, scope),
+            ExprKind::Index(target, index) => self.index(target, index, expr.pos, scope),
+            _ => Err(Self::unsupported(expr)),
+        }
+    }
+
+    // The helpers below are kept out of line so that the frames of the recursive path
+    // stay small, even in unoptimized builds.
+
+    #[inline(never)]
+    fn name(&mut self, name: &str, pos: Pos, scope: &RecordValue<'a>) -> Result<Value<'a>, Error> {
+        match scope.find_outward(name)? {
+            Some(found) => self.eval_member(&found),
+            None => Err(Error::new(pos, format!("unknown name '{name}'"))),
+        }
+    }
+
+    #[inline(never)]
+    fn array(&mut self, items: &'a [Expr], scope: &RecordValue<'a>) -> Result<Value<'a>, Error> {
+        items
+            .iter()
+            .map(|item| self.eval(item, scope))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array)
+    }
+
+    #[inline(never)]
+    fn unary(
+        &mut self,
+        op: UnaryOp,
+        operand: &'a Expr,
+        pos: Pos,
+        scope: &RecordValue<'a>,
+    ) -> Result<Value<'a>, Error> {
+        let value = self.eval(operand, scope)?;
+        match (op, value) {
+            (UnaryOp::Neg, Value::Number(n)) => Ok(Value::Number(-n)),
+            (UnaryOp::Plus, Value::Number(n)) => Ok(Value::Number(n)),
+            (UnaryOp::Not, Value::Bool(b)) => Ok(Value::Bool(!b)),
+            (op, v) => {
+                let sym = match op {
+                    UnaryOp::Neg => "-",
+                    UnaryOp::Plus => "+",
+                    UnaryOp::Not => "!",
+                };
+                Err(Error::new(
+                    pos,
+                    format!("cannot apply unary '{sym}' to {}", v.type_name()),
+                ))
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn conditional(
+        &mut self,
+        cond: &'a Expr,
+        then: &'a Expr,
+        otherwise: &'a Expr,
+        scope: &RecordValue<'a>,
+    ) -> Result<Value<'a>, Error> {
+        match self.eval(cond, scope)? {
+            Value::Bool(true) => self.eval(then, scope),
+            Value::Bool(false) => self.eval(otherwise, scope),
+            v => Err(Error::new(
+                cond.pos,
+                format!(
+                    "the condition of 'if' must be a boolean, not {}",
+                    v.type_name()
+                ),
+            )),
+        }
+    }
+
+    #[inline(never)]
+    fn member(
+        &mut self,
+        target: &'a Expr,
+        name: &str,
+        name_pos: Pos,
+        scope: &RecordValue<'a>,
+    ) -> Result<Value<'a>, Error> {
+        match self.eval(target, scope)? {
+            Value::Record(record) => match record.find(name)? {
+                Some(found) => self.eval_member(&found),
+                None => Err(Error::new(
+                    name_pos,
+                    format!("the record at {} has no member '{name}'", record.pos()),
+                )),
+            },
+            v => Err(Error::new(
+                name_pos,
+                format!("cannot access member '{name}' of {}", v.type_name()),
+            )),
+        }
+    }
+
+    #[inline(never)]
+    fn index(
+        &mut self,
+        target: &'a Expr,
+        index: &'a Expr,
+        pos: Pos,
+        scope: &RecordValue<'a>,
+    ) -> Result<Value<'a>, Error> {
+        let items = match self.eval(target, scope)? {
+            Value::Array(items) => items,
+            v => {
+                return Err(Error::new(
+                    pos,
+                    format!("cannot index {}; only arrays can be indexed", v.type_name()),
+                ))
+            }
+        };
+        let i = match self.eval(index, scope)? {
+            Value::Number(i) => i,
+            v => {
+                return Err(Error::new(
+                    index.pos,
+                    format!("an array index must be a number, not {}", v.type_name()),
+                ))
+            }
+        };
+        let len = items.len();
+        let valid = i.fract() == 0.0 && i >= 0.0 && i < len as f64;
+        match items.into_iter().nth(i as usize) {
+            Some(item) if valid => Ok(item),
+            _ => Err(Error::new(
+                index.pos,
+                format!("array index {i} is out of range (the array has {len} elements, indexed from 0)"),
+            )),
+        }
+    }
+
+    /// The error for a construct that has no immediate value.
+    #[inline(never)]
+    fn unsupported(expr: &Expr) -> Error {
+        let pos = expr.pos;
+        match &expr.kind {
+            ExprKind::Macro(name) => Error::new(
+                pos,
+                format!("macro '${name}$' is not supported; replace it with its value in the configuration"),
+            ),
+            ExprKind::Call(callee, _, _) => unsupported(
+                pos,
+                match &callee.kind {
+                    ExprKind::Ident(name) => format!("a call of function '{name}'"),
+                    _ => "a function call".to_string(),
+                },
+            ),
+            ExprKind::Lambda(..) => unsupported(pos, "a function (lambda)"),
+            ExprKind::New(type_name, _) => unsupported(pos, format!("'new {type_name}'")),
+            ExprKind::ArrayCtor(..) => unsupported(pos, "an 'array[..]' constructor"),
+            other => unsupported(pos, other.describe()),
+        }
+    }
+
+    #[inline(never)]
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        lhs: &'a Expr,
+        rhs: &'a Expr,
+        pos: Pos,
+        scope: &RecordValue<'a>,
+    ) -> Result<Value<'a>, Error> {
+        use BinaryOp as B;
+        match op {
+            B::Pow | B::Mod | B::Shl | B::Shr | B::With => {
+                return Err(unsupported(pos, format!("operator '{}'", op.symbol())))
+            }
+            B::And | B::Or => {
+                let left = self.eval_bool(lhs, scope, op)?;
+                // Short-circuit: the right operand is only evaluated when it matters.
+                if (op == B::And) != left {
+                    return Ok(Value::Bool(left));
+                }
+                return self.eval_bool(rhs, scope, op).map(Value::Bool);
+            }
+            _ => {}
+        }
+        let left = self.eval(lhs, scope)?;
+        let right = self.eval(rhs, scope)?;
+        let mismatch = |l: &Value, r: &Value| {
+            Error::new(
+                pos,
+                format!(
+                    "cannot apply '{}' to {} and {}",
+                    op.symbol(),
+                    l.type_name(),
+                    r.type_name()
+                ),
+            )
+        };
+        let value = match (&left, &right) {
+            (Value::Number(a), Value::Number(b)) => match op {
+                B::Add => Value::Number(a + b),
+                B::Sub => Value::Number(a - b),
+                B::Mul | B::ElemMul => Value::Number(a * b),
+                B::Div => Value::Number(a / b),
+                B::Eq => Value::Bool(a == b),
+                B::Ne => Value::Bool(a != b),
+                B::Lt => Value::Bool(a < b),
+                B::Le => Value::Bool(a <= b),
+                B::Gt => Value::Bool(a > b),
+                B::Ge => Value::Bool(a >= b),
+                _ => return Err(mismatch(&left, &right)),
+            },
+            (Value::Str(a), Value::Str(b)) => match op {
+                B::Add => Value::Str(format!("{a}{b}")),
+                B::Eq => Value::Bool(a == b),
+                B::Ne => Value::Bool(a != b),
+                B::Lt => Value::Bool(a < b),
+                B::Le => Value::Bool(a <= b),
+                B::Gt => Value::Bool(a > b),
+                B::Ge => Value::Bool(a >= b),
+                _ => return Err(mismatch(&left, &right)),
+            },
+            (Value::Bool(a), Value::Bool(b)) => match op {
+                B::Eq => Value::Bool(a == b),
+                B::Ne => Value::Bool(a != b),
+                _ => return Err(mismatch(&left, &right)),
+            },
+            _ => return Err(mismatch(&left, &right)),
+        };
+        Ok(value)
+    }
+
+    fn eval_bool(
+        &mut self,
+        expr: &'a Expr,
+        scope: &RecordValue<'a>,
+        op: BinaryOp,
+    ) -> Result<bool, Error> {
+        match self.eval(expr, scope)? {
+            Value::Bool(b) => Ok(b),
+            v => Err(Error::new(
+                expr.pos,
+                format!(
+                    "the operands of '{}' must be booleans, not {}",
+                    op.symbol(),
+                    v.type_name()
+                ),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+
+    fn eval_x(text: &str) -> Result<String, Error> {
+        let doc = parse(text).unwrap();
+        let mut ev = Evaluator::new(&doc);
+        let root = ev.root();
+        let v = ev.get(&root, "x")?.expect("x");
+        Ok(show(&v))
+    }
+
+    fn show(v: &Value) -> String {
+        match v {
+            Value::Number(n) => format!("{n}"),
+            Value::Str(s) => format!("{s:?}"),
+            Value::Bool(b) => format!("{b}"),
+            Value::Array(items) => {
+                let parts: Vec<_> = items.iter().map(show).collect();
+                format!("({})", parts.join(":"))
+            }
+            Value::Record(r) => {
+                let names: Vec<_> = r.record().members.iter().map(|m| m.name.clone()).collect();
+                format!("{{{}}}", names.join(","))
+            }
+        }
+    }
+
+    #[test]
+    fn literals_and_arithmetic() {
+        assert_eq!(eval_x("x = 28 * 28").unwrap(), "784");
+        assert_eq!(eval_x("x = 1 + 2 * 3 - 8 / 4").unwrap(), "5");
+        assert_eq!(eval_x("x = -(2 .* 3) + +1").unwrap(), "-5");
+        assert_eq!(eval_x("x = 'a' + \"b\"").unwrap(), "\"ab\"");
+        assert_eq!(eval_x("x = 1e3 + .5").unwrap(), "1000.5");
+    }
+
+    #[test]
+    fn comparisons_and_logic() {
+        assert_eq!(
+            eval_x("x = 1 < 2 && 2 <= 2 && 3 > 2 && 3 >= 3").unwrap(),
+            "true"
+        );
+        assert_eq!(
+            eval_x("x = 'a' == 'a' && 'a' != 'b' && !(1 == 2)").unwrap(),
+            "true"
+        );
+        assert_eq!(eval_x("x = false || true == true").unwrap(), "true");
+        // Short circuit: the unsupported right operand is never evaluated.
+        assert_eq!(eval_x("x = false && $M$").unwrap(), "false");
+        assert_eq!(eval_x("x = true || f(1)").unwrap(), "true");
+    }
+
+    #[test]
+    fn conditionals() {
+        assert_eq!(
+            eval_x("x = if n > 1 then 'big' else f(1)\nn = 2").unwrap(),
+            "\"big\""
+        );
+        let err = eval_x("x = if 1 then 2 else 3").unwrap_err();
+        assert!(err.message().contains("must be a boolean"));
+        assert_eq!(err.pos(), Pos::new(1, 8));
+    }
+
+    #[test]
+    fn outward_lookup_any_order() {
+        assert_eq!(eval_x("x = r.y\nr = [ y = a * 2 ]\na = 21").unwrap(), "42");
+        assert_eq!(eval_x("x = { a = 13 ; y = a * a }.y").unwrap(), "169");
+        // Inner names shadow outer ones.
+        assert_eq!(eval_x("a = 1\nx = [ a = 2; b = a ].b").unwrap(), "2");
+    }
+
+    #[test]
+    fn member_access_does_not_search_outward() {
+        let err = eval_x("f = 1\nr = [ a = 1 ]\nx = r.f").unwrap_err();
+        assert!(err.message().contains("has no member 'f'"));
+        assert_eq!(err.pos(), Pos::new(3, 7));
+    }
+
+    #[test]
+    fn case_insensitive_names() {
+        assert_eq!(eval_x("X = 1\ny = x").unwrap(), "1");
+        assert_eq!(eval_x("Dim = 3\nx = dim + 1").unwrap(), "4");
+        assert_eq!(eval_x("dim = 3\nDim = 4\nx = Dim").unwrap(), "4");
+        let err = eval_x("dim = 3\nDim = 4\nx = DIM").unwrap_err();
+        assert!(err.message().contains("ambiguous"));
+    }
+
+    #[test]
+    fn arrays_and_indexing() {
+        assert_eq!(eval_x("x = 1:2:3").unwrap(), "(1:2:3)");
+        assert_eq!(eval_x("x = (a:b)[1]\na = 5\nb = 6").unwrap(), "6");
+        assert_eq!(eval_x("x = [| 'a'; 'b' |][0]").unwrap(), "\"a\"");
+        assert!(eval_x("x = (1:2)[2]")
+            .unwrap_err()
+            .message()
+            .contains("out of range"));
+        assert!(eval_x("x = (1:2)[0.5]").is_err());
+        assert!(eval_x("x = 3[0]").is_err());
+    }
+
+    #[test]
+    fn cycles() {
+        let err = eval_x("x = a\na = b + 1\nb = a").unwrap_err();
+        assert_eq!(err.message(), "cycle: a (2:1) -> b (3:1) -> a (2:1)");
+        let err = eval_x("x = x").unwrap_err();
+        assert!(err.message().starts_with("cycle: x (1:1) -> x (1:1)"));
+    }
+
+    #[test]
+    fn unsupported_constructs_fail_only_when_evaluated() {
+        let text = "x = 1\nm = $DeviceId$\nc = Foo(1)\nl = (z => z)\nn = new ComputationNetwork { }\na[i:1..2] = i\nf(q) = q";
+        assert_eq!(eval_x(text).unwrap(), "1");
+        let doc = parse(text).unwrap();
+        let mut ev = Evaluator::new(&doc);
+        let root = ev.root();
+        let cases = [
+            ("m", Pos::new(2, 5), "macro '$DeviceId$'"),
+            ("c", Pos::new(3, 8), "function 'Foo'"),
+            ("l", Pos::new(4, 6), "lambda"),
+            ("n", Pos::new(5, 5), "'new ComputationNetwork'"),
+            ("a", Pos::new(6, 1), "'array[..]'"),
+            ("f", Pos::new(7, 2), "lambda"),
+        ];
+        for (name, pos, fragment) in cases {
+            let err = ev.get(&root, name).unwrap_err();
+            assert_eq!(err.pos(), pos, "{name}");
+            assert!(err.message().contains(fragment), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn type_errors() {
+        assert!(eval_x("x = 'a' + 1")
+            .unwrap_err()
+            .message()
+            .contains("a string and a number"));
+        assert!(eval_x("x = -'a'").is_err());
+        assert!(eval_x("x = 2 ** 3").unwrap_err().message().contains("'**'"));
+        assert!(eval_x("x = 1 && true").is_err());
+        assert!(eval_x("x = y")
+            .unwrap_err()
+            .message()
+            .contains("unknown name 'y'"));
+    }
+
+    #[test]
+    fn deep_evaluation_fits_in_one_mebibyte_of_stack() {
+        let mut text = String::from("x = a0\n");
+        for i in 0..1000 {
+            text.push_str(&format!("a{i} = [ v = (a{} + 1) * 1 ].v\n", i + 1));
+        }
+        text.push_str("a1000 = 0\n");
+        let worker = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || eval_x(&text).is_err_and(|e| e.message().contains("deeper than")))
+            .unwrap();
+        assert!(worker.join().unwrap());
+    }
+
+    #[test]
+    fn long_reference_chains_are_capped() {
+        let mut text = String::from("x = a0\n");
+        for i in 0..2000 {
+            text.push_str(&format!("a{i} = a{}\n", i + 1));
+        }
+        text.push_str("a2000 = 1\n");
+        let err = eval_x(&text).unwrap_err();
+        assert!(err.message().contains("deeper than"));
+        let mut ok = String::from("x = a0\n");
+        // 50 hops of two evaluation levels each stay below the cap.
+        for i in 0..50 {
+            ok.push_str(&format!("a{i} = a{} + 1\n", i + 1));
+        }
+        ok.push_str("a50 = 0\n");
+        assert_eq!(eval_x(&ok).unwrap(), "50");
+    }
+}

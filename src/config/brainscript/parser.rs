@@ -1,0 +1,808 @@
+//! Parser: builds the syntax tree of a whole BrainScript document (an implicit top-level
+//! record) by precedence climbing over the lexer's tokens.
+//!
+//! Precedence, loosest first: `=>`, `:`, `<<` `>>`, `||`, `&&`, comparisons, `+` `-` `with`,
+//! `*` `/` `.*` `**` `%`, unary `-` `+` `!`, then postfix `.name`, `[index]`, `(args)` and
+//! `{args}`. An expression continues across line breaks while an operator can continue it;
+//! record members are separated by a line break, `;` or `,`. Nesting is capped at
+//! [`MAX_DEPTH`] so that no input can exhaust the stack.
+
+use super::ast::{Args, BinaryOp, Expr, ExprKind, Member, Record, UnaryOp};
+use super::error::{Error, Pos};
+use super::lexer::{tokenize, TokKind, Token};
+use super::MAX_DEPTH;
+
+/// Parses a whole document into its top-level record.
+pub fn parse(text: &str) -> Result<Record, Error> {
+    let tokens = tokenize(text)?;
+    let mut parser = Parser {
+        tokens,
+        eof: Token {
+            kind: TokKind::Eof,
+            pos: Pos::default(),
+            line_initial: true,
+        },
+        at: 0,
+        depth: 0,
+        next_record_id: 0,
+    };
+    let (record, _) = parser.record_members(Pos::new(1, 1), None)?;
+    Ok(record)
+}
+
+/// A parsed node with the depth of its tree.
+type Node = (Expr, usize);
+
+/// Precedence of unary operators: below postfix operators, above all infix ones.
+const UNARY_PRECEDENCE: u8 = 90;
+
+struct Parser {
+    tokens: Vec<Token>,
+    eof: Token,
+    at: usize,
+    depth: usize,
+    next_record_id: usize,
+}
+
+/// The part of a member definition before its `=`.
+struct MemberHead {
+    name: String,
+    pos: Pos,
+    array_def: Option<(String, Pos, Node, Node)>,
+    params: Option<(Args, Pos, usize)>,
+}
+
+/// What can follow an operand.
+enum Infix {
+    Binary(BinaryOp),
+    Colon,
+    Arrow,
+    Dot,
+    Index,
+    Call(bool),
+}
+
+fn infix_of(token: &Token) -> Option<(Infix, u8)> {
+    let op = match &token.kind {
+        TokKind::Keyword("with") => return Some((Infix::Binary(BinaryOp::With), 9)),
+        TokKind::Punct(p) => *p,
+        _ => return None,
+    };
+    let binary = |b, prec| Some((Infix::Binary(b), prec));
+    match op {
+        "." => Some((Infix::Dot, 99)),
+        "[" => Some((Infix::Index, 99)),
+        "(" => Some((Infix::Call(false), 99)),
+        "{" => Some((Infix::Call(true), 99)),
+        "*" => binary(BinaryOp::Mul, 10),
+        "/" => binary(BinaryOp::Div, 10),
+        ".*" => binary(BinaryOp::ElemMul, 10),
+        "**" => binary(BinaryOp::Pow, 10),
+        "%" => binary(BinaryOp::Mod, 10),
+        "+" => binary(BinaryOp::Add, 9),
+        "-" => binary(BinaryOp::Sub, 9),
+        "==" => binary(BinaryOp::Eq, 8),
+        "!=" => binary(BinaryOp::Ne, 8),
+        "<" => binary(BinaryOp::Lt, 8),
+        "<=" => binary(BinaryOp::Le, 8),
+        ">" => binary(BinaryOp::Gt, 8),
+        ">=" => binary(BinaryOp::Ge, 8),
+        "&&" => binary(BinaryOp::And, 7),
+        "||" => binary(BinaryOp::Or, 6),
+        "<<" => binary(BinaryOp::Shl, 5),
+        ">>" => binary(BinaryOp::Shr, 5),
+        ":" => Some((Infix::Colon, 4)),
+        "=>" => Some((Infix::Arrow, 0)),
+        _ => None,
+    }
+}
+
+fn boxed(node: Node) -> Box<Expr> {
+    Box::new(node.0)
+}
+
+impl Parser {
+    fn peek(&self) -> &Token {
+        // `tokenize` always ends with Eof, and `advance` never moves past it.
+        self.tokens.get(self.at).unwrap_or(&self.eof)
+    }
+
+    fn advance(&mut self) -> Token {
+        let token = self.peek().clone();
+        if self.at + 1 < self.tokens.len() {
+            self.at += 1;
+        }
+        token
+    }
+
+    fn expected(&self, what: &str) -> Error {
+        let token = self.peek();
+        Error::new(
+            token.pos,
+            format!("expected {what}, found {}", token.describe()),
+        )
+    }
+
+    fn expect_punct(&mut self, p: &str) -> Result<Pos, Error> {
+        if self.peek().is_punct(p) {
+            Ok(self.advance().pos)
+        } else {
+            Err(self.expected(&format!("'{p}'")))
+        }
+    }
+
+    fn expect_keyword(&mut self, k: &str) -> Result<(), Error> {
+        if self.peek().is_keyword(k) {
+            self.advance();
+            Ok(())
+        } else {
+            Err(self.expected(&format!("'{k}'")))
+        }
+    }
+
+    fn expect_ident(&mut self, what: &str) -> Result<(String, Pos), Error> {
+        match &self.peek().kind {
+            TokKind::Ident(name) => {
+                let name = name.clone();
+                Ok((name, self.advance().pos))
+            }
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    /// Enters one nesting level, failing beyond [`MAX_DEPTH`].
+    fn enter(&mut self, pos: Pos) -> Result<(), Error> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Error::new(
+                pos,
+                format!("expression nested deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_tree_depth(pos: Pos, depth: usize) -> Result<usize, Error> {
+        if depth > MAX_DEPTH {
+            Err(Error::new(
+                pos,
+                format!("expression nested deeper than {MAX_DEPTH} levels"),
+            ))
+        } else {
+            Ok(depth)
+        }
+    }
+
+    /// Members up to `close` (or to the end of the text when `close` is `None`).
+    fn record_members(&mut self, pos: Pos, close: Option<&str>) -> Result<(Record, usize), Error> {
+        let id = self.next_record_id;
+        self.next_record_id += 1;
+        let mut members: Vec<Member> = Vec::new();
+        let mut depth = 1;
+        let mut need_separator = false;
+        loop {
+            let token = self.peek();
+            let at_end = match close {
+                Some(c) => token.is_punct(c),
+                None => token.kind == TokKind::Eof,
+            };
+            if at_end {
+                self.advance();
+                break;
+            }
+            if token.is_punct(";") || token.is_punct(",") {
+                self.advance();
+                need_separator = false;
+                continue;
+            }
+            self.check_member_start(need_separator, pos, close)?;
+            let (member, member_depth) = self.member()?;
+            Self::check_duplicate(&members, &member)?;
+            depth = depth.max(member_depth + 1);
+            members.push(member);
+            need_separator = true;
+        }
+        let depth = Self::check_tree_depth(pos, depth)?;
+        Ok((Record { pos, members, id }, depth))
+    }
+
+    /// Checks that a member may start at the current token.
+    #[inline(never)]
+    fn check_member_start(
+        &self,
+        need_separator: bool,
+        pos: Pos,
+        close: Option<&str>,
+    ) -> Result<(), Error> {
+        let token = self.peek();
+        if need_separator && !token.line_initial {
+            return Err(self.expected("';' or a line break between members"));
+        }
+        if token.kind == TokKind::Eof {
+            let close = close.unwrap_or("");
+            return Err(Error::new(
+                pos,
+                format!("record opened here is not closed with '{close}'"),
+            ));
+        }
+        if token.is_keyword("include") {
+            return Err(Error::new(
+                token.pos,
+                "'include' is not supported; paste the included text instead",
+            ));
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn check_duplicate(members: &[Member], member: &Member) -> Result<(), Error> {
+        match members.iter().find(|m| m.name == member.name) {
+            Some(first) => Err(Error::new(
+                member.pos,
+                format!(
+                    "duplicate member '{}' (first defined at {})",
+                    member.name, first.pos
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `name = e`, `f(params) = e`, `F{params} = e` or `a[i:from..to] = e`.
+    fn member(&mut self) -> Result<(Member, usize), Error> {
+        let head = Box::new(self.member_head()?);
+        self.expect_punct("=")?;
+        let value = self.expression(0)?;
+        Self::member_finish(head, value)
+    }
+
+    /// The part of a member before `=`.
+    #[inline(never)]
+    fn member_head(&mut self) -> Result<MemberHead, Error> {
+        let (name, pos) = self.expect_ident("a member name")?;
+        let mut array_def = None;
+        if self.peek().is_punct("[") {
+            self.advance();
+            let (index, index_pos) = self.expect_ident("an index variable")?;
+            self.expect_punct(":")?;
+            let from = self.expression(0)?;
+            self.expect_punct("..")?;
+            let to = self.expression(0)?;
+            self.expect_punct("]")?;
+            array_def = Some((index, index_pos, from, to));
+        }
+        let params = if self.peek().is_punct("(") || self.peek().is_punct("{") {
+            Some(self.args(true)?)
+        } else {
+            None
+        };
+        Ok(MemberHead {
+            name,
+            pos,
+            array_def,
+            params,
+        })
+    }
+
+    /// Builds a member from its head and value, removing the function and array sugar.
+    #[inline(never)]
+    fn member_finish(
+        head: Box<MemberHead>,
+        (mut value, mut depth): Node,
+    ) -> Result<(Member, usize), Error> {
+        let MemberHead {
+            name,
+            pos,
+            array_def,
+            params,
+        } = *head;
+        if let Some((params, params_pos, params_depth)) = params {
+            value = Expr {
+                pos: params_pos,
+                kind: ExprKind::Lambda(params, Box::new(value)),
+            };
+            depth = depth.max(params_depth) + 1;
+        }
+        if let Some((index, index_pos, from, to)) = array_def {
+            let param = Expr {
+                pos: index_pos,
+                kind: ExprKind::Ident(index),
+            };
+            let init = Expr {
+                pos: index_pos,
+                kind: ExprKind::Lambda(
+                    Args {
+                        positional: vec![param],
+                        named: Vec::new(),
+                    },
+                    Box::new(value),
+                ),
+            };
+            depth = depth.max(from.1).max(to.1) + 2;
+            value = Expr {
+                pos,
+                kind: ExprKind::ArrayCtor(boxed(from), boxed(to), Box::new(init)),
+            };
+        }
+        let depth = Self::check_tree_depth(pos, depth)?;
+        Ok((Member { name, pos, value }, depth))
+    }
+
+    /// `(a, b, name = v)` or `{...}`; with `defining`, every argument must be an identifier.
+    fn args(&mut self, defining: bool) -> Result<(Args, Pos, usize), Error> {
+        let open = self.advance();
+        let close = if open.is_punct("{") { "}" } else { ")" };
+        let mut args = Args::default();
+        let mut depth = 0;
+        if !self.peek().is_punct(close) {
+            loop {
+                let (expr, expr_depth) = self.expression(0)?;
+                let ident = match &expr.kind {
+                    ExprKind::Ident(name) => Some(name.clone()),
+                    _ => None,
+                };
+                if defining && ident.is_none() {
+                    return Err(Error::new(expr.pos, "expected a parameter name"));
+                }
+                match ident {
+                    Some(name) if self.peek().is_punct("=") => {
+                        self.advance();
+                        if args.named.iter().any(|(n, _, _)| *n == name) {
+                            return Err(Error::new(
+                                expr.pos,
+                                format!("duplicate named argument '{name}'"),
+                            ));
+                        }
+                        let (value, value_depth) = self.expression(0)?;
+                        depth = depth.max(value_depth);
+                        args.named.push((name, expr.pos, value));
+                    }
+                    _ => {
+                        depth = depth.max(expr_depth);
+                        args.positional.push(expr);
+                    }
+                }
+                if !self.peek().is_punct(",") {
+                    break;
+                }
+                self.advance();
+            }
+        }
+        self.expect_punct(close)?;
+        Ok((args, open.pos, depth + 1))
+    }
+
+    /// An expression whose infix operators all bind at least as tightly as `min_prec`.
+    fn expression(&mut self, min_prec: u8) -> Result<Node, Error> {
+        let pos = self.peek().pos;
+        self.enter(pos)?;
+        let result = self.expression_inner(min_prec);
+        self.depth -= 1;
+        result
+    }
+
+    fn expression_inner(&mut self, min_prec: u8) -> Result<Node, Error> {
+        let mut node = self.operand()?;
+        while let Some((infix, prec)) = infix_of(self.peek()) {
+            if prec < min_prec {
+                break;
+            }
+            node = self.infix(node, infix, prec)?;
+        }
+        Ok(node)
+    }
+
+    // The helpers below are kept out of line so that the frames of the recursive path
+    // (expression -> operand -> expression) stay small, even in unoptimized builds.
+
+    /// Applies one infix or postfix operator to `left`.
+    fn infix(&mut self, left: Node, infix: Infix, prec: u8) -> Result<Node, Error> {
+        match infix {
+            Infix::Binary(op) => self.binary(left, op, prec),
+            Infix::Colon => self.colon(left, prec),
+            other => self.postfix(left, other, prec),
+        }
+    }
+
+    /// `left op right` for a regular infix operator.
+    #[inline(never)]
+    fn binary(&mut self, (left, depth): Node, op: BinaryOp, prec: u8) -> Result<Node, Error> {
+        let op_pos = self.advance().pos;
+        let (right, right_depth) = self.expression(prec + 1)?;
+        let depth = Self::check_tree_depth(op_pos, depth.max(right_depth) + 1)?;
+        let kind = ExprKind::Binary(op, Box::new(left), Box::new(right));
+        Ok((Expr { pos: op_pos, kind }, depth))
+    }
+
+    /// `left : right`, flattened into one array.
+    #[inline(never)]
+    fn colon(&mut self, (left, depth): Node, prec: u8) -> Result<Node, Error> {
+        let op_pos = self.advance().pos;
+        let (right, right_depth) = self.expression(prec + 1)?;
+        let items = match left.kind {
+            ExprKind::Array(mut items) => {
+                items.push(right);
+                items
+            }
+            other => vec![
+                Expr {
+                    pos: left.pos,
+                    kind: other,
+                },
+                right,
+            ],
+        };
+        // An array keeps the position of its first element.
+        let first = items.first().map_or(op_pos, |e| e.pos);
+        let depth = Self::check_tree_depth(first, depth.max(right_depth) + 1)?;
+        let kind = ExprKind::Array(items);
+        Ok((Expr { pos: first, kind }, depth))
+    }
+
+    /// `.name`, `[index]`, `(args)`, `{args}` and `=>`.
+    #[inline(never)]
+    fn postfix(&mut self, (left, depth): Node, infix: Infix, prec: u8) -> Result<Node, Error> {
+        let op_pos = self.peek().pos;
+        let (kind, new_depth) = match infix {
+            Infix::Dot => {
+                self.advance();
+                let (name, name_pos) = self.expect_ident("a member name after '.'")?;
+                (ExprKind::Member(Box::new(left), name, name_pos), depth)
+            }
+            Infix::Index => {
+                self.advance();
+                let index = self.expression(0)?;
+                self.expect_punct("]")?;
+                let d = depth.max(index.1);
+                (ExprKind::Index(Box::new(left), boxed(index)), d)
+            }
+            Infix::Call(brace) => {
+                let (args, _, args_depth) = self.args(false)?;
+                let d = depth.max(args_depth);
+                (ExprKind::Call(Box::new(left), args, brace), d)
+            }
+            Infix::Arrow => {
+                if !matches!(left.kind, ExprKind::Ident(_)) {
+                    return Err(Error::new(
+                        left.pos,
+                        "a lambda takes exactly one parameter name before '=>'",
+                    ));
+                }
+                self.advance();
+                let body = self.expression(prec)?;
+                let params = Args {
+                    positional: vec![left],
+                    named: Vec::new(),
+                };
+                // A lambda is reported at its parameter.
+                let pos = params.positional.first().map_or(op_pos, |p| p.pos);
+                let depth = Self::check_tree_depth(pos, depth.max(body.1) + 1)?;
+                let kind = ExprKind::Lambda(params, boxed(body));
+                return Ok((Expr { pos, kind }, depth));
+            }
+            Infix::Binary(_) | Infix::Colon => return self.infix((left, depth), infix, prec),
+        };
+        let depth = Self::check_tree_depth(op_pos, new_depth + 1)?;
+        Ok((Expr { pos: op_pos, kind }, depth))
+    }
+
+    fn operand(&mut self) -> Result<Node, Error> {
+        let token = self.advance();
+        let pos = token.pos;
+        let kind = match token.kind {
+            TokKind::Number(n) => ExprKind::Number(n),
+            TokKind::Str(s) => ExprKind::Str(s),
+            TokKind::Ident(name) => ExprKind::Ident(name),
+            TokKind::Macro(name) => ExprKind::Macro(name),
+            TokKind::Keyword("true") => ExprKind::Bool(true),
+            TokKind::Keyword("false") => ExprKind::Bool(false),
+            TokKind::Punct("(") => {
+                let inner = self.expression(0)?;
+                self.expect_punct(")")?;
+                return Ok(inner);
+            }
+            TokKind::Punct(p @ ("-" | "+" | "!")) => return self.unary(p, pos),
+            TokKind::Punct(open @ ("[" | "{")) => return self.record(open, pos),
+            TokKind::Punct("[|") => return self.fsharp_array(pos),
+            TokKind::Keyword("if") => return self.conditional(pos),
+            TokKind::Keyword("new") => return self.new_object(pos),
+            TokKind::Keyword("array") => return self.array_ctor(pos),
+            TokKind::Keyword("include") => {
+                return Err(Error::new(
+                    pos,
+                    "'include' is not supported; paste the included text instead",
+                ))
+            }
+            other => {
+                return Err(Error::new(
+                    pos,
+                    format!("expected a value, found {}", token_text(&other)),
+                ))
+            }
+        };
+        Ok((Expr { pos, kind }, 1))
+    }
+
+    /// `-x`, `+x`, `!x`.
+    #[inline(never)]
+    fn unary(&mut self, p: &str, pos: Pos) -> Result<Node, Error> {
+        let op = match p {
+            "-" => UnaryOp::Neg,
+            "+" => UnaryOp::Plus,
+            _ => UnaryOp::Not,
+        };
+        let (inner, depth) = self.expression(UNARY_PRECEDENCE)?;
+        let kind = ExprKind::Unary(op, Box::new(inner));
+        Ok((Expr { pos, kind }, depth + 1))
+    }
+
+    /// A record literal after its opening bracket.
+    #[inline(never)]
+    fn record(&mut self, open: &str, pos: Pos) -> Result<Node, Error> {
+        let close = if open == "[" { "]" } else { "}" };
+        self.enter(pos)?;
+        let result = self.record_members(pos, Some(close));
+        self.depth -= 1;
+        let (record, depth) = result?;
+        let kind = ExprKind::Record(record);
+        Ok((Expr { pos, kind }, depth))
+    }
+
+    /// `[| a; b; c |]` after its opening bracket.
+    #[inline(never)]
+    fn fsharp_array(&mut self, pos: Pos) -> Result<Node, Error> {
+        let mut items = Vec::new();
+        let mut depth = 0;
+        if !self.peek().is_punct("|]") {
+            loop {
+                let (item, d) = self.expression(0)?;
+                depth = depth.max(d);
+                items.push(item);
+                if !self.peek().is_punct(";") {
+                    break;
+                }
+                self.advance();
+            }
+        }
+        self.expect_punct("|]")?;
+        let kind = ExprKind::Array(items);
+        Ok((Expr { pos, kind }, depth + 1))
+    }
+
+    /// `if c then a else b` after `if`.
+    #[inline(never)]
+    fn conditional(&mut self, pos: Pos) -> Result<Node, Error> {
+        let cond = self.expression(0)?;
+        self.expect_keyword("then")?;
+        let then = self.expression(0)?;
+        self.expect_keyword("else")?;
+        let otherwise = self.expression(0)?;
+        let depth = cond.1.max(then.1).max(otherwise.1) + 1;
+        let kind = ExprKind::If(boxed(cond), boxed(then), boxed(otherwise));
+        Ok((Expr { pos, kind }, depth))
+    }
+
+    /// `new TYPE operand` after `new`.
+    #[inline(never)]
+    fn new_object(&mut self, pos: Pos) -> Result<Node, Error> {
+        let (type_name, _) = self.expect_ident("a type name after 'new'")?;
+        let arg_pos = self.peek().pos;
+        self.enter(arg_pos)?;
+        let arg = self.operand();
+        self.depth -= 1;
+        let (arg, depth) = arg?;
+        let kind = ExprKind::New(type_name, Box::new(arg));
+        Ok((Expr { pos, kind }, depth + 1))
+    }
+
+    /// `array[from..to] (init)` after `array`.
+    #[inline(never)]
+    fn array_ctor(&mut self, pos: Pos) -> Result<Node, Error> {
+        self.expect_punct("[")?;
+        let from = self.expression(0)?;
+        self.expect_punct("..")?;
+        let to = self.expression(0)?;
+        self.expect_punct("]")?;
+        self.expect_punct("(")?;
+        let init = self.expression(0)?;
+        self.expect_punct(")")?;
+        let depth = from.1.max(to.1).max(init.1) + 1;
+        let kind = ExprKind::ArrayCtor(boxed(from), boxed(to), boxed(init));
+        Ok((Expr { pos, kind }, depth))
+    }
+}
+
+fn token_text(kind: &TokKind) -> String {
+    Token {
+        kind: kind.clone(),
+        pos: Pos::default(),
+        line_initial: false,
+    }
+    .describe()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str) -> Expr {
+        let doc = parse(&format!("x = {text}")).unwrap();
+        doc.members.into_iter().next().unwrap().value
+    }
+
+    #[test]
+    fn precedence() {
+        let e = value("1 + 2 * 3 == 7 && !false || x");
+        let ExprKind::Binary(BinaryOp::Or, lhs, _) = e.kind else {
+            panic!("{e:?}")
+        };
+        let ExprKind::Binary(BinaryOp::And, cmp, not) = lhs.kind else {
+            panic!()
+        };
+        assert!(matches!(not.kind, ExprKind::Unary(UnaryOp::Not, _)));
+        let ExprKind::Binary(BinaryOp::Eq, sum, _) = cmp.kind else {
+            panic!()
+        };
+        let ExprKind::Binary(BinaryOp::Add, _, prod) = sum.kind else {
+            panic!()
+        };
+        assert!(matches!(prod.kind, ExprKind::Binary(BinaryOp::Mul, _, _)));
+    }
+
+    #[test]
+    fn colon_builds_flat_arrays() {
+        let e = value("128:256:3");
+        let ExprKind::Array(items) = e.kind else {
+            panic!()
+        };
+        assert_eq!(items.len(), 3);
+        let e = value("0.1*5 : 0.3");
+        let ExprKind::Array(items) = e.kind else {
+            panic!()
+        };
+        assert!(matches!(items[0].kind, ExprKind::Binary(BinaryOp::Mul, ..)));
+    }
+
+    #[test]
+    fn parentheses_only_group() {
+        assert!(matches!(value("({ a = 1 })").kind, ExprKind::Record(_)));
+        assert!(matches!(value("(1)").kind, ExprKind::Number(_)));
+    }
+
+    #[test]
+    fn members_and_separators() {
+        let doc = parse("a = 1; b = 2, c = 3\n d = [ e = 1 ]\nf = {}").unwrap();
+        let names: Vec<_> = doc.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "f"]);
+        assert_eq!(doc.members[3].pos, Pos::new(2, 2));
+    }
+
+    #[test]
+    fn missing_separator_is_an_error() {
+        let err = parse("a = 1 b = 2").unwrap_err();
+        assert_eq!(err.pos(), Pos::new(1, 7));
+        assert!(err.message().contains("';' or a line break"));
+    }
+
+    #[test]
+    fn expressions_continue_across_lines() {
+        let doc = parse("a = 1\n  + 2\nb = f\n (3)").unwrap();
+        assert!(matches!(doc.members[0].value.kind, ExprKind::Binary(..)));
+        assert!(matches!(doc.members[1].value.kind, ExprKind::Call(..)));
+    }
+
+    #[test]
+    fn function_members_become_lambdas() {
+        let doc = parse("f(x, y, opt = 1) = x + y\nF {m, n} = { W = m }.W").unwrap();
+        let ExprKind::Lambda(params, _) = &doc.members[0].value.kind else {
+            panic!()
+        };
+        assert_eq!(params.positional.len(), 2);
+        assert_eq!(params.named.len(), 1);
+        let ExprKind::Lambda(_, body) = &doc.members[1].value.kind else {
+            panic!()
+        };
+        assert!(matches!(body.kind, ExprKind::Member(..)));
+        assert!(parse("f(1) = 2").is_err());
+    }
+
+    #[test]
+    fn array_definitions() {
+        let doc = parse("arr[i:1..3] = i * 2").unwrap();
+        assert!(matches!(doc.members[0].value.kind, ExprKind::ArrayCtor(..)));
+        let e = value("array[1..L] (l => l + 1)");
+        let ExprKind::ArrayCtor(_, _, init) = e.kind else {
+            panic!()
+        };
+        assert!(matches!(init.kind, ExprKind::Lambda(..)));
+    }
+
+    #[test]
+    fn calls_lambdas_new_and_access() {
+        assert!(matches!(
+            value("DenseLayer {1024, activation = ReLU} (v)").kind,
+            ExprKind::Call(_, _, false)
+        ));
+        assert!(matches!(value("(x => Log(x))").kind, ExprKind::Lambda(..)));
+        assert!(matches!(
+            value("new ComputationNetwork { a = 1 }").kind,
+            ExprKind::New(..)
+        ));
+        assert!(matches!(value("{ x = 13 }.x").kind, ExprKind::Member(..)));
+        assert!(matches!(value("a[1]").kind, ExprKind::Index(..)));
+        assert!(matches!(value("[| 1; 2 |]").kind, ExprKind::Array(_)));
+        assert!(matches!(
+            value("r with s").kind,
+            ExprKind::Binary(BinaryOp::With, ..)
+        ));
+        assert!(matches!(value("$DeviceId$").kind, ExprKind::Macro(_)));
+    }
+
+    #[test]
+    fn if_then_else() {
+        let e = value("if a == 1\n then 'x'\n else 'y' + 'z'");
+        let ExprKind::If(_, _, otherwise) = e.kind else {
+            panic!()
+        };
+        assert!(matches!(
+            otherwise.kind,
+            ExprKind::Binary(BinaryOp::Add, ..)
+        ));
+    }
+
+    #[test]
+    fn duplicate_members() {
+        let err = parse("a = 1\na = 2").unwrap_err();
+        assert_eq!(err.pos(), Pos::new(2, 1));
+        assert!(err.message().contains("duplicate member 'a'"));
+        // Names are case-sensitive in the syntax; the reader checks case collisions itself.
+        assert!(parse("a = 1\nA = 2").is_ok());
+    }
+
+    #[test]
+    fn unclosed_and_mismatched_records() {
+        let err = parse("r = [\n a = 1\n").unwrap_err();
+        assert_eq!(err.pos(), Pos::new(1, 5));
+        assert!(parse("r = [ a = 1 }").is_err());
+        assert!(parse("r = )").is_err());
+        assert!(parse("include 'x.bs'").is_err());
+    }
+
+    #[test]
+    fn nesting_is_capped() {
+        let deep = format!("x = {}1{}", "(".repeat(10_000), ")".repeat(10_000));
+        assert!(parse(&deep)
+            .unwrap_err()
+            .message()
+            .contains("nested deeper"));
+        let records = format!("x = {}{}", "[ a = ".repeat(5_000), "]".repeat(5_000));
+        assert!(parse(&records).is_err());
+        let chain = format!("x = 1{}", " + 1".repeat(10_000));
+        assert!(parse(&chain)
+            .unwrap_err()
+            .message()
+            .contains("nested deeper"));
+        let unary = format!("x = {}1", "-".repeat(10_000));
+        assert!(parse(&unary).is_err());
+        let fine = format!("x = 1{}", " + 1".repeat(100));
+        assert!(parse(&fine).is_ok());
+    }
+
+    /// The depth cap keeps the worst inputs within a small stack, even unoptimized.
+    #[test]
+    fn worst_cases_fit_in_one_mebibyte_of_stack() {
+        let inputs = [
+            format!("x = {}1{}", "(".repeat(1000), ")".repeat(1000)),
+            format!("x = {}1{}", "1 + (".repeat(1000), ")".repeat(1000)),
+            format!("x = {}1{}", "[ a = ".repeat(1000), "]".repeat(1000)),
+            format!("x = {}1{}", "f(".repeat(1000), ")".repeat(1000)),
+            format!("x = {}1", "-".repeat(1000)),
+            format!("x = {}1", "if true then ".repeat(1000)),
+        ];
+        let worker = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || inputs.iter().all(|text| parse(text).is_err()))
+            .unwrap();
+        assert!(worker.join().unwrap());
+    }
+}

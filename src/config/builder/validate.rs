@@ -1,0 +1,200 @@
+//! The checks every [`ReaderConfig`] passes before use, shared by the builder and the
+//! BrainScript extractor. Positions, when the configuration came from text, let the errors
+//! point at the offending value.
+
+use crate::config::brainscript::Pos;
+use crate::config::{ConfigError, ReaderConfig, StorageFormat};
+
+/// Largest sparse `dim`: sparse indices are 32-bit signed integers.
+const MAX_SPARSE_DIM: usize = 2_147_483_647;
+
+/// Where the parameters of a configuration were written (all `None` for the builder).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Origin {
+    /// Name of the configuration source.
+    pub source: String,
+    /// The record holding the parameters (reader or deserializer).
+    pub params: Option<Pos>,
+    /// The `file` value.
+    pub file: Option<Pos>,
+    /// The `input` value.
+    pub input: Option<Pos>,
+    /// One entry per input, in order.
+    pub inputs: Vec<InputOrigin>,
+}
+
+/// Where the parameters of one input were written.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct InputOrigin {
+    /// The input's name.
+    pub name: Option<Pos>,
+    /// The `dim` value.
+    pub dim: Option<Pos>,
+    /// The `alias` value.
+    pub alias: Option<Pos>,
+    /// The `definesMBSize` value.
+    pub defines_mb_size: Option<Pos>,
+}
+
+impl Origin {
+    fn error(&self, pos: Option<Pos>, message: String) -> ConfigError {
+        match pos {
+            Some(pos) => ConfigError::at(&self.source, pos, message),
+            None => ConfigError::whole(&self.source, message),
+        }
+    }
+
+    fn input(&self, index: usize) -> InputOrigin {
+        self.inputs.get(index).cloned().unwrap_or_default()
+    }
+}
+
+/// Checks the settings that no type can express; returns the configuration unchanged.
+pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderConfig, ConfigError> {
+    if config.files.is_empty() {
+        return Err(origin.error(
+            origin.params,
+            "missing required parameter 'file'".to_string(),
+        ));
+    }
+    if config.files.iter().any(|f| f.trim().is_empty()) {
+        return Err(origin.error(
+            origin.file.or(origin.params),
+            "parameter 'file' must not be an empty path".to_string(),
+        ));
+    }
+    if config.inputs.is_empty() {
+        return Err(origin.error(
+            origin.input.or(origin.params),
+            "parameter 'input' defines no inputs; at least one is required".to_string(),
+        ));
+    }
+    for (i, input) in config.inputs.iter().enumerate() {
+        let at = origin.input(i);
+        let name = &input.name;
+        if name.is_empty() {
+            return Err(origin.error(at.name, "an input has an empty name".to_string()));
+        }
+        if input.dim == 0 {
+            return Err(origin.error(
+                at.dim.or(at.name),
+                format!("parameter 'dim' of input '{name}' must be a positive integer, got 0"),
+            ));
+        }
+        if input.format == StorageFormat::Sparse && input.dim > MAX_SPARSE_DIM {
+            return Err(origin.error(
+                at.dim.or(at.name),
+                format!(
+                    "parameter 'dim' of sparse input '{name}' must be at most {MAX_SPARSE_DIM}, got {}",
+                    input.dim
+                ),
+            ));
+        }
+        if input.alias.is_empty() {
+            return Err(origin.error(
+                at.alias.or(at.name),
+                format!("parameter 'alias' of input '{name}' must not be empty"),
+            ));
+        }
+        if let Some(first) = config
+            .inputs
+            .iter()
+            .take(i)
+            .find(|other| other.name.eq_ignore_ascii_case(name))
+        {
+            return Err(origin.error(
+                at.name,
+                format!(
+                    "input names '{}' and '{name}' collide (names are case-insensitive)",
+                    first.name
+                ),
+            ));
+        }
+        if let Some(first) = config
+            .inputs
+            .iter()
+            .take(i)
+            .find(|o| o.alias == input.alias)
+        {
+            return Err(origin.error(
+                at.alias.or(at.name),
+                format!(
+                    "alias '{}' is used by both input '{}' and input '{name}'",
+                    input.alias, first.name
+                ),
+            ));
+        }
+    }
+    let defining: Vec<usize> = (0..config.inputs.len())
+        .filter(|&i| {
+            config
+                .inputs
+                .get(i)
+                .is_some_and(|input| input.defines_mb_size)
+        })
+        .collect();
+    if let [_, second, ..] = defining.as_slice() {
+        let names: Vec<&str> = defining
+            .iter()
+            .filter_map(|&i| config.inputs.get(i).map(|input| input.name.as_str()))
+            .collect();
+        let at = origin.input(*second);
+        return Err(origin.error(
+            at.defines_mb_size.or(at.name),
+            format!(
+                "only one input may set 'definesMBSize', but {} do: {}",
+                names.len(),
+                names.join(", ")
+            ),
+        ));
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::InputConfig;
+
+    fn build(inputs: Vec<InputConfig>) -> Result<ReaderConfig, ConfigError> {
+        ReaderConfig::builder().file("f").inputs(inputs).build()
+    }
+
+    #[test]
+    fn builder_errors_have_no_location() {
+        let err = ReaderConfig::builder().build().unwrap_err();
+        assert_eq!(err.to_string(), "error: missing required parameter 'file'");
+        assert_eq!((err.line(), err.col()), (0, 0));
+        let err = build(vec![]).unwrap_err();
+        assert!(err.message().contains("'input' defines no inputs"));
+        let err = ReaderConfig::builder().file(" ").build().unwrap_err();
+        assert!(err.message().contains("empty path"));
+    }
+
+    #[test]
+    fn input_checks() {
+        let msg = |inputs| build(inputs).unwrap_err().message().to_string();
+        assert!(
+            msg(vec![InputConfig::dense("x", 0)]).contains("'dim' of input 'x' must be a positive")
+        );
+        assert!(msg(vec![InputConfig::sparse("s", 2_147_483_648)]).contains("at most 2147483647"));
+        assert!(build(vec![InputConfig::sparse("s", 2_147_483_647)]).is_ok());
+        assert!(build(vec![InputConfig::dense("d", 2_147_483_648)]).is_ok());
+        assert!(msg(vec![InputConfig::dense("x", 1).with_alias("")])
+            .contains("'alias' of input 'x' must not be empty"));
+        assert!(msg(vec![InputConfig::dense("", 1)]).contains("empty name"));
+        assert!(
+            msg(vec![InputConfig::dense("x", 1), InputConfig::dense("X", 1)]).contains("collide")
+        );
+        assert!(msg(vec![
+            InputConfig::dense("x", 1).with_alias("a"),
+            InputConfig::dense("y", 1).with_alias("a")
+        ])
+        .contains("alias 'a' is used by both input 'x' and input 'y'"));
+        assert!(msg(vec![
+            InputConfig::dense("x", 1).defining_mb_size(),
+            InputConfig::dense("y", 1).defining_mb_size()
+        ])
+        .contains("only one input may set 'definesMBSize', but 2 do: x, y"));
+    }
+}

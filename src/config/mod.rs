@@ -1,0 +1,146 @@
+//! Reader configuration: the typed [`ReaderConfig`] that every stage of the pipeline reads,
+//! the BrainScript language that real configurations are written in, and the extraction of a
+//! reader section from a BrainScript document.
+//!
+//! A configuration reaches the reader in one of three ways: BrainScript text
+//! ([`ReaderConfig::from_brainscript`]), a config file ([`ReaderConfig::from_file`]), or the
+//! Rust builder ([`ReaderConfig::builder`]) for users who do not write BrainScript. All three
+//! produce the same validated value.
+
+pub mod brainscript;
+mod builder;
+mod reader_section;
+
+pub use builder::ReaderConfigBuilder;
+pub use reader_section::{ConfigDocument, ConfigError, ConfigWarning};
+
+/// Element type of the decoded values (`precision` in the configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// 32-bit IEEE floats (`precision = "float"`, the default).
+    Float,
+    /// 64-bit IEEE floats (`precision = "double"`).
+    Double,
+}
+
+/// How an input's values are written in the file and stored in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StorageFormat {
+    /// `dim` numbers per sample.
+    Dense,
+    /// Any number of `index:value` pairs per sample, `index < dim`.
+    Sparse,
+}
+
+/// Which of CNTK's two reader section forms a configuration used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReaderForm {
+    /// `readerType = "CNTKTextFormatReader"` with the parameters directly in the reader record.
+    Legacy,
+    /// `deserializers = ({ type = "CNTKTextFormatDeserializer"; ... })`.
+    Composite,
+}
+
+/// One configured input stream.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InputConfig {
+    /// The name of the input in the configuration (the key of its record).
+    pub name: String,
+    /// The name written in the data file after `|`; defaults to `name`.
+    pub alias: String,
+    /// Dense: values per sample. Sparse: exclusive upper bound of indices.
+    pub dim: usize,
+    /// Dense or sparse.
+    pub format: StorageFormat,
+    /// Whether minibatch sizes are counted in samples of this input.
+    pub defines_mb_size: bool,
+}
+
+impl InputConfig {
+    /// A dense input whose alias is its name.
+    pub fn dense(name: &str, dim: usize) -> Self {
+        Self::new(name, dim, StorageFormat::Dense)
+    }
+
+    /// A sparse input whose alias is its name.
+    pub fn sparse(name: &str, dim: usize) -> Self {
+        Self::new(name, dim, StorageFormat::Sparse)
+    }
+
+    /// An input of the given format whose alias is its name.
+    pub fn new(name: &str, dim: usize, format: StorageFormat) -> Self {
+        InputConfig {
+            name: name.to_string(),
+            alias: name.to_string(),
+            dim,
+            format,
+            defines_mb_size: false,
+        }
+    }
+
+    /// Sets the name used in the data file.
+    pub fn with_alias(mut self, alias: &str) -> Self {
+        self.alias = alias.to_string();
+        self
+    }
+
+    /// Marks this input as the one minibatch sizes are counted in.
+    pub fn defining_mb_size(mut self) -> Self {
+        self.defines_mb_size = true;
+        self
+    }
+}
+
+/// Default `chunkSizeInBytes`: 32 MiB.
+pub const DEFAULT_CHUNK_SIZE_IN_BYTES: u64 = 32 * 1024 * 1024;
+
+/// A validated reader configuration: every parameter of the CNTK Text Format reader with its
+/// default applied (seed 001, SPEC §2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReaderConfig {
+    /// The data files, as written in the configuration (relative paths resolve against the
+    /// current directory, like CNTK).
+    pub files: Vec<String>,
+    /// The configured inputs, in configuration order (the stream order of every output).
+    pub inputs: Vec<InputConfig>,
+    /// Element type of decoded values.
+    pub precision: Precision,
+    /// Whether sequences are shuffled (`randomize`, default true).
+    pub randomize: bool,
+    /// Seed of the first sweep; sweep `s` uses `seed + s` (`randomizationSeed`, default 0).
+    pub randomization_seed: u64,
+    /// `randomizationWindow`, in chunks or samples; `None` means the default.
+    pub randomization_window: Option<u64>,
+    /// `sampleBasedRandomizationWindow`; `None` means the default of the reader form.
+    pub sample_based_randomization_window: Option<bool>,
+    /// Treat every line as its own sequence, ignoring ids (`skipSequenceIds`, default false).
+    pub skip_sequence_ids: bool,
+    /// Number of invalid sequences skipped before the read fails (`maxErrors`, default 0).
+    pub max_errors: u64,
+    /// 0 errors only, 1 warnings too (default), 2 informational messages too (`traceLevel`).
+    pub trace_level: u32,
+    /// Target chunk size (`chunkSizeInBytes`, default 32 MiB; 0 = one sequence per chunk).
+    pub chunk_size_in_bytes: u64,
+    /// Keep every parsed chunk after first use (`keepDataInMemory`, default false).
+    pub keep_data_in_memory: bool,
+    /// Every sequence holds one sample; samples are packed freely (`frameMode`, default false).
+    pub frame_mode: bool,
+    /// Write and reuse an index cache next to the data file (`cacheIndex`, default false).
+    pub cache_index: bool,
+    /// Randomizer logging level (`verbosity`, default 0).
+    pub verbosity: u32,
+    /// Which reader form the configuration used.
+    pub form: ReaderForm,
+}
+
+impl ReaderConfig {
+    /// Starts a configuration built field by field.
+    pub fn builder() -> ReaderConfigBuilder {
+        ReaderConfigBuilder::new()
+    }
+
+    /// Index of the input that defines minibatch sizes, if one does.
+    pub fn mb_size_input(&self) -> Option<usize> {
+        self.inputs.iter().position(|i| i.defines_mb_size)
+    }
+}

@@ -1,0 +1,598 @@
+//! Reading the typed parameters out of a chosen reader record, in either CNTK form (legacy
+//! `readerType` or composite `deserializers`), and handing them to the shared validation.
+//!
+//! Parameters are looked up case-insensitively in the record that holds them (the reader,
+//! or the deserializer in the composite form) and then outward through the enclosing
+//! records; input parameters only in their input record. The string `default` means "use the
+//! default". An unquoted name that is not defined anywhere is taken as a string, as CNTK's
+//! legacy configuration language does (`format = dense`, `randomize = none`).
+
+use crate::config::brainscript::{Error, Evaluator, ExprKind, Pos, RecordValue, Value};
+use crate::config::builder::{defaults, validate, InputOrigin, Origin};
+use crate::config::{
+    ConfigError, ConfigWarning, InputConfig, Precision, ReaderConfig, ReaderForm, StorageFormat,
+};
+
+use super::keys::{is_reader_key, reader_keys, suggest, INPUT_PARAMS};
+
+/// An evaluated parameter, before conversion to its type.
+enum Raw<'a> {
+    /// An evaluated value.
+    Value(Value<'a>),
+    /// An unquoted name that is not defined anywhere: its text.
+    Word(String),
+}
+
+/// A parameter found in the configuration.
+struct Param<'a> {
+    /// How error messages name it: "parameter 'dim' of input 'x'".
+    label: String,
+    raw: Raw<'a>,
+    pos: Pos,
+}
+
+/// Reads one reader section; collects warnings on the way.
+struct Extractor<'e, 'a> {
+    eval: &'e mut Evaluator<'a>,
+    source: String,
+    warnings: Vec<ConfigWarning>,
+}
+
+/// Extracts and validates the configuration of the reader record `reader`.
+pub(crate) fn extract<'a>(
+    eval: &mut Evaluator<'a>,
+    reader: &RecordValue<'a>,
+    source: &str,
+) -> Result<(ReaderConfig, Vec<ConfigWarning>), ConfigError> {
+    let mut x = Extractor {
+        eval,
+        source: source.to_string(),
+        warnings: Vec::new(),
+    };
+    let config = x.reader(reader)?;
+    Ok((config, x.warnings))
+}
+
+/// A finite non-negative whole number below 2^64, if `n` is one.
+fn whole(n: f64) -> Option<u64> {
+    let valid = n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n < 18_446_744_073_709_551_616.0;
+    // The cast is exact: `n` is a whole number in range.
+    valid.then_some(n as u64)
+}
+
+/// The first `$name$` macro inside a string, if any.
+fn macro_in(text: &str) -> Option<&str> {
+    let mut rest = text;
+    while let Some(start) = rest.find('$') {
+        let after = rest.get(start + 1..).unwrap_or("");
+        let len = after
+            .find(|c: char| !(c == '_' || c.is_alphanumeric()))
+            .unwrap_or(after.len());
+        if len > 0 && after.get(len..).is_some_and(|s| s.starts_with('$')) {
+            return text
+                .get(text.len() - rest.len() + start..text.len() - rest.len() + start + len + 2);
+        }
+        rest = after;
+    }
+    None
+}
+
+impl Param<'_> {
+    fn described(&self) -> String {
+        match &self.raw {
+            Raw::Word(w) => format!("the undefined name '{w}'"),
+            Raw::Value(Value::Number(n)) => format!("{n}"),
+            Raw::Value(Value::Str(s)) => format!("'{s}'"),
+            Raw::Value(Value::Bool(b)) => format!("{b}"),
+            Raw::Value(v) => v.type_name().to_string(),
+        }
+    }
+
+    fn error(&self, source: &str, message: String) -> ConfigError {
+        ConfigError::at(source, self.pos, message)
+    }
+
+    fn wrong_type(&self, source: &str, expected: &str) -> ConfigError {
+        self.error(
+            source,
+            format!(
+                "{} must be {expected}, got {}",
+                self.label,
+                self.described()
+            ),
+        )
+    }
+
+    fn text(&self) -> Option<&str> {
+        match &self.raw {
+            Raw::Word(w) => Some(w),
+            Raw::Value(Value::Str(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn string(&self, source: &str) -> Result<String, ConfigError> {
+        let text = self
+            .text()
+            .ok_or_else(|| self.wrong_type(source, "a string"))?;
+        if let Some(found) = macro_in(text) {
+            let hint = if self.label == "parameter 'file'" {
+                "edit the configuration or pass --file"
+            } else {
+                "edit the configuration"
+            };
+            return Err(self.error(
+                source,
+                format!(
+                    "{} uses the macro '{found}', which is not supported; {hint}",
+                    self.label
+                ),
+            ));
+        }
+        Ok(text.to_string())
+    }
+
+    fn boolean(&self, source: &str) -> Result<bool, ConfigError> {
+        match (&self.raw, self.text()) {
+            (Raw::Value(Value::Bool(b)), _) => Ok(*b),
+            (_, Some(t)) if t.eq_ignore_ascii_case("true") => Ok(true),
+            (_, Some(t)) if t.eq_ignore_ascii_case("false") => Ok(false),
+            _ => Err(self.wrong_type(source, "a boolean (true or false)")),
+        }
+    }
+
+    fn unsigned(&self, source: &str, max: u64, expected: &str) -> Result<u64, ConfigError> {
+        match &self.raw {
+            Raw::Value(Value::Number(n)) => whole(*n)
+                .filter(|v| *v <= max)
+                .ok_or_else(|| self.wrong_type(source, expected)),
+            _ => Err(self.wrong_type(source, expected)),
+        }
+    }
+
+    fn u64(&self, source: &str) -> Result<u64, ConfigError> {
+        self.unsigned(source, u64::MAX, "a non-negative integer")
+    }
+
+    fn u32(&self, source: &str) -> Result<u32, ConfigError> {
+        let v = self.unsigned(
+            source,
+            u64::from(u32::MAX),
+            "a non-negative integer below 2^32",
+        )?;
+        u32::try_from(v).map_err(|_| self.wrong_type(source, "a non-negative integer below 2^32"))
+    }
+}
+
+impl<'a> Extractor<'_, 'a> {
+    fn script_error(&self, err: &Error) -> ConfigError {
+        ConfigError::from_script(&self.source, err)
+    }
+
+    /// Looks up `key` in `record` (and its enclosing records when `outward`); `None` when
+    /// absent or `default`.
+    fn param(
+        &mut self,
+        record: &RecordValue<'a>,
+        key: &str,
+        outward: bool,
+        label: String,
+    ) -> Result<Option<Param<'a>>, ConfigError> {
+        let found = if outward {
+            record.find_outward(key)
+        } else {
+            record.find(key)
+        };
+        let Some(found) = found.map_err(|e| self.script_error(&e))? else {
+            return Ok(None);
+        };
+        let expr = &found.member.value;
+        let pos = expr.pos;
+        let undefined_word = match &expr.kind {
+            ExprKind::Ident(name) => match found.owner.find_outward(name) {
+                Ok(None) => Some(name.clone()),
+                Ok(Some(_)) => None,
+                Err(e) => return Err(self.script_error(&e)),
+            },
+            _ => None,
+        };
+        let raw = match undefined_word {
+            Some(word) => Raw::Word(word),
+            None => Raw::Value(
+                self.eval
+                    .eval_member(&found)
+                    .map_err(|e| self.eval_error(&label, pos, &e))?,
+            ),
+        };
+        let param = Param { label, raw, pos };
+        if param
+            .text()
+            .is_some_and(|t| t.eq_ignore_ascii_case("default"))
+        {
+            return Ok(None);
+        }
+        Ok(Some(param))
+    }
+
+    /// An evaluation error met while reading a parameter, reported where it happened.
+    fn eval_error(&self, label: &str, pos: Pos, err: &Error) -> ConfigError {
+        let mut message = if err.pos() == pos {
+            format!("{label}: {}", err.message())
+        } else {
+            format!("{label} (at {pos}): {}", err.message())
+        };
+        if label == "parameter 'file'" && err.message().starts_with("macro") {
+            message.push_str(" (or pass --file)");
+        }
+        ConfigError::at(&self.source, err.pos(), message)
+    }
+
+    /// A reader-level parameter.
+    fn reader_param(
+        &mut self,
+        record: &RecordValue<'a>,
+        key: &str,
+    ) -> Result<Option<Param<'a>>, ConfigError> {
+        self.param(record, key, true, format!("parameter '{key}'"))
+    }
+
+    fn reader(&mut self, reader: &RecordValue<'a>) -> Result<ReaderConfig, ConfigError> {
+        self.check_keys(reader, None)?;
+        let (form, params) = match reader
+            .find("deserializers")
+            .map_err(|e| self.script_error(&e))?
+        {
+            Some(found) => {
+                let pos = found.member.value.pos;
+                let value = self
+                    .eval
+                    .eval_member(&found)
+                    .map_err(|e| self.eval_error("parameter 'deserializers'", pos, &e))?;
+                let deserializer = self.deserializer(value, pos)?;
+                self.check_keys(&deserializer, None)?;
+                (ReaderForm::Composite, deserializer)
+            }
+            None => {
+                if let Some(p) = self.reader_param(reader, "readerType")? {
+                    let reader_type = p.string(&self.source)?;
+                    if !reader_type.eq_ignore_ascii_case("CNTKTextFormatReader") {
+                        return Err(p.error(
+                            &self.source,
+                            format!("unsupported readerType '{reader_type}': only 'CNTKTextFormatReader' is supported"),
+                        ));
+                    }
+                }
+                (ReaderForm::Legacy, reader.clone())
+            }
+        };
+        self.parameters(&params, form)
+    }
+
+    /// The single CTF deserializer of a composite reader.
+    fn deserializer(&mut self, value: Value<'a>, pos: Pos) -> Result<RecordValue<'a>, ConfigError> {
+        let mut records = match value {
+            Value::Record(r) => vec![r],
+            Value::Array(items) => {
+                let mut records = Vec::new();
+                for item in items {
+                    match item {
+                        Value::Record(r) => records.push(r),
+                        other => {
+                            return Err(ConfigError::at(
+                                &self.source,
+                                pos,
+                                format!(
+                                    "each of 'deserializers' must be a record, got {}",
+                                    other.type_name()
+                                ),
+                            ))
+                        }
+                    }
+                }
+                records
+            }
+            other => {
+                return Err(ConfigError::at(
+                    &self.source,
+                    pos,
+                    format!(
+                        "parameter 'deserializers' must be a record or an array of records, got {}",
+                        other.type_name()
+                    ),
+                ))
+            }
+        };
+        if records.len() != 1 {
+            return Err(ConfigError::at(
+                &self.source,
+                pos,
+                format!(
+                    "composite configurations with several deserializers are not supported yet: found {} at {pos}",
+                    records.len()
+                ),
+            ));
+        }
+        let Some(deserializer) = records.pop() else {
+            return Err(ConfigError::at(&self.source, pos, "no deserializer given"));
+        };
+        match self.param(&deserializer, "type", false, "deserializer parameter 'type'".into())? {
+            None => {
+                return Err(ConfigError::at(
+                    &self.source,
+                    deserializer.pos(),
+                    "deserializer is missing required parameter 'type' (expected \"CNTKTextFormatDeserializer\")",
+                ))
+            }
+            Some(p) => {
+                let t = p.string(&self.source)?;
+                if !t.eq_ignore_ascii_case("CNTKTextFormatDeserializer") {
+                    return Err(p.error(
+                        &self.source,
+                        format!("unsupported deserializer type '{t}': only 'CNTKTextFormatDeserializer' is supported"),
+                    ));
+                }
+            }
+        }
+        if let Some(p) = self.param(
+            &deserializer,
+            "module",
+            false,
+            "deserializer parameter 'module'".into(),
+        )? {
+            let m = p.string(&self.source)?;
+            if !m.eq_ignore_ascii_case("CNTKTextFormatReader") {
+                return Err(p.error(
+                    &self.source,
+                    format!("unsupported deserializer module '{m}': only 'CNTKTextFormatReader' is supported"),
+                ));
+            }
+        }
+        Ok(deserializer)
+    }
+
+    /// Warns about unknown keys of a reader, deserializer or input record (`input` names the
+    /// input), and rejects a key given twice in different case.
+    fn check_keys(
+        &mut self,
+        record: &RecordValue<'a>,
+        input: Option<&str>,
+    ) -> Result<(), ConfigError> {
+        let members = &record.record().members;
+        for (i, member) in members.iter().enumerate() {
+            let name = &member.name;
+            let known = match input {
+                None => is_reader_key(name),
+                Some(_) => INPUT_PARAMS.iter().any(|k| k.eq_ignore_ascii_case(name)),
+            };
+            if !known {
+                let candidate = match input {
+                    None => suggest(name, reader_keys()),
+                    Some(_) => suggest(name, INPUT_PARAMS.into_iter()),
+                };
+                let hint = candidate.map_or(String::new(), |c| format!("; did you mean '{c}'?"));
+                let message = match input {
+                    None => format!("unknown reader parameter '{name}'{hint}"),
+                    Some(input) => format!("unknown parameter '{name}' in input '{input}'{hint}"),
+                };
+                self.warnings
+                    .push(ConfigWarning::at(&self.source, member.pos, message));
+                continue;
+            }
+            if let Some(first) = members
+                .iter()
+                .take(i)
+                .find(|m| m.name.eq_ignore_ascii_case(name))
+            {
+                return Err(ConfigError::at(
+                    &self.source,
+                    member.pos,
+                    format!(
+                        "parameter '{name}' is given twice ('{}' at {}; keys are case-insensitive)",
+                        first.name, first.pos
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every parameter from `params` (reader or deserializer) and validates them.
+    fn parameters(
+        &mut self,
+        params: &RecordValue<'a>,
+        form: ReaderForm,
+    ) -> Result<ReaderConfig, ConfigError> {
+        let source = self.source.clone();
+        let src = source.as_str();
+        let mut config = defaults();
+        config.form = form;
+        let mut origin = Origin {
+            source: source.clone(),
+            params: Some(params.pos()),
+            ..Origin::default()
+        };
+        if let Some(p) = self.reader_param(params, "file")? {
+            origin.file = Some(p.pos);
+            config.files = match &p.raw {
+                Raw::Value(Value::Array(items)) => items
+                    .iter()
+                    .map(|item| match item {
+                        Value::Str(s) => Param {
+                            label: p.label.clone(),
+                            raw: Raw::Value(Value::Str(s.clone())),
+                            pos: p.pos,
+                        }
+                        .string(src),
+                        other => Err(p.error(
+                            src,
+                            format!("parameter 'file' must be a string or an array of strings, but an element is {}", other.type_name()),
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?,
+                _ if p.text().is_some() => vec![p.string(src)?],
+                _ => return Err(p.wrong_type(src, "a string or an array of strings")),
+            };
+        }
+        let input = self.reader_param(params, "input")?.ok_or_else(|| {
+            ConfigError::at(src, params.pos(), "missing required parameter 'input'")
+        })?;
+        origin.input = Some(input.pos);
+        let Raw::Value(Value::Record(inputs)) = &input.raw else {
+            return Err(input.wrong_type(src, "a record of inputs"));
+        };
+        for member in &inputs.record().members {
+            let (cfg, at) = self.input(inputs, &member.name, member.pos)?;
+            config.inputs.push(cfg);
+            origin.inputs.push(at);
+        }
+        if let Some(p) = self.reader_param(params, "precision")? {
+            let s = p.string(src)?;
+            config.precision = if s.eq_ignore_ascii_case("float") {
+                Precision::Float
+            } else if s.eq_ignore_ascii_case("double") {
+                Precision::Double
+            } else {
+                return Err(p.error(
+                    src,
+                    format!("parameter 'precision' must be 'float' or 'double', got '{s}'"),
+                ));
+            };
+        }
+        if let Some(p) = self.reader_param(params, "randomize")? {
+            config.randomize = match p.text() {
+                Some(t) if t.eq_ignore_ascii_case("none") => false,
+                Some(t) if t.eq_ignore_ascii_case("auto") => true,
+                _ => p.boolean(src)?,
+            };
+        }
+        if let Some(p) = self.reader_param(params, "randomizationSeed")? {
+            config.randomization_seed = p.u64(src)?;
+        }
+        if let Some(p) = self.reader_param(params, "randomizationWindow")? {
+            config.randomization_window = match p.text() {
+                Some(t) if t.eq_ignore_ascii_case("auto") => None,
+                _ => Some(p.u64(src)?),
+            };
+        }
+        if let Some(p) = self.reader_param(params, "sampleBasedRandomizationWindow")? {
+            config.sample_based_randomization_window = Some(p.boolean(src)?);
+        }
+        let flags: [(&str, &mut bool); 4] = [
+            ("skipSequenceIds", &mut config.skip_sequence_ids),
+            ("keepDataInMemory", &mut config.keep_data_in_memory),
+            ("frameMode", &mut config.frame_mode),
+            ("cacheIndex", &mut config.cache_index),
+        ];
+        for (key, slot) in flags {
+            if let Some(p) = self.reader_param(params, key)? {
+                *slot = p.boolean(src)?;
+            }
+        }
+        if let Some(p) = self.reader_param(params, "maxErrors")? {
+            config.max_errors = p.u64(src)?;
+        }
+        if let Some(p) = self.reader_param(params, "chunkSizeInBytes")? {
+            config.chunk_size_in_bytes = p.u64(src)?;
+        }
+        if let Some(p) = self.reader_param(params, "traceLevel")? {
+            config.trace_level = p.u32(src)?;
+        }
+        if let Some(p) = self.reader_param(params, "verbosity")? {
+            config.verbosity = p.u32(src)?;
+        }
+        validate(config, &origin)
+    }
+
+    /// One input of the `input` record.
+    fn input(
+        &mut self,
+        inputs: &RecordValue<'a>,
+        name: &str,
+        name_pos: Pos,
+    ) -> Result<(InputConfig, InputOrigin), ConfigError> {
+        let src = self.source.clone();
+        let Some(record) = self
+            .param(inputs, name, false, format!("input '{name}'"))?
+            .map(|p| match p.raw {
+                Raw::Value(Value::Record(r)) => Ok(r),
+                _ => Err(p.wrong_type(&src, "a record (dim, format, alias, definesMBSize)")),
+            })
+            .transpose()?
+        else {
+            return Err(ConfigError::at(
+                &src,
+                name_pos,
+                format!("input '{name}' is 'default'; it must be a record"),
+            ));
+        };
+        self.check_keys(&record, Some(name))?;
+        let mut at = InputOrigin {
+            name: Some(name_pos),
+            ..InputOrigin::default()
+        };
+        let label = |key: &str| format!("parameter '{key}' of input '{name}'");
+        let missing = |key: &str| {
+            ConfigError::at(
+                &src,
+                record.pos(),
+                format!("input '{name}' is missing required parameter '{key}'"),
+            )
+        };
+        let dim = self
+            .param(&record, "dim", false, label("dim"))?
+            .ok_or_else(|| missing("dim"))?;
+        at.dim = Some(dim.pos);
+        let dim_value = dim.unsigned(&src, u64::MAX, "a positive integer")?;
+        let dim_value =
+            usize::try_from(dim_value).map_err(|_| dim.wrong_type(&src, "a positive integer"))?;
+        let format = self
+            .param(&record, "format", false, label("format"))?
+            .ok_or_else(|| missing("format"))?;
+        let format_text = format.string(&src)?;
+        let storage = if format_text.eq_ignore_ascii_case("dense") {
+            StorageFormat::Dense
+        } else if format_text.eq_ignore_ascii_case("sparse") {
+            StorageFormat::Sparse
+        } else {
+            return Err(format.error(
+                &src,
+                format!("unknown format '{format_text}' for input '{name}': expected 'dense' or 'sparse'"),
+            ));
+        };
+        let mut config = InputConfig::new(name, dim_value, storage);
+        if let Some(alias) = self.param(&record, "alias", false, label("alias"))? {
+            at.alias = Some(alias.pos);
+            config.alias = alias.string(&src)?;
+        }
+        if let Some(flag) = self.param(&record, "definesMBSize", false, label("definesMBSize"))? {
+            at.defines_mb_size = Some(flag.pos);
+            config.defines_mb_size = flag.boolean(&src)?;
+        }
+        Ok((config, at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_numbers() {
+        assert_eq!(whole(3.0), Some(3));
+        assert_eq!(whole(0.0), Some(0));
+        assert_eq!(whole(-1.0), None);
+        assert_eq!(whole(1.5), None);
+        assert_eq!(whole(f64::INFINITY), None);
+        assert_eq!(whole(f64::NAN), None);
+        assert_eq!(whole(1e30), None);
+    }
+
+    #[test]
+    fn macros_in_strings() {
+        assert_eq!(macro_in("$DataDir$/x.txt"), Some("$DataDir$"));
+        assert_eq!(macro_in("a/$b$"), Some("$b$"));
+        assert_eq!(macro_in("cost $5 and $"), None);
+        assert_eq!(macro_in("$$ $x y$"), None);
+        assert_eq!(macro_in("é$é$"), Some("$é$"));
+    }
+}

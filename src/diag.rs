@@ -1,0 +1,61 @@
+//! Diagnostics: the errors and warnings found in data, with the position they refer to.
+//!
+//! The parser reports positions as line and column within one file and knows nothing of file
+//! names; the reader that drives it attaches the file name when it prints a diagnostic as
+//! `FILE:LINE:COL: error: MESSAGE` (SPEC §7.5).
+
+use std::fmt;
+
+/// How serious a diagnostic is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Severity {
+    /// Invalidates the sequence it belongs to.
+    Error,
+    /// Reported, but the data is used (for example a zero-padded dense sample).
+    Warning,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        })
+    }
+}
+
+/// One error or warning about the data, positioned in a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Error or warning.
+    pub severity: Severity,
+    /// 1-based line number within the file.
+    pub line: u64,
+    /// 1-based column, counted in bytes.
+    pub col: u64,
+    /// What is wrong, naming the input where there is one.
+    pub message: String,
+}
+
+impl Diagnostic {
+    /// Renders the diagnostic with the file name as written in the configuration.
+    pub fn display_in<'a>(&'a self, file: &'a str) -> impl fmt::Display + 'a {
+        DiagnosticInFile { diag: self, file }
+    }
+}
+
+struct DiagnosticInFile<'a> {
+    diag: &'a Diagnostic,
+    file: &'a str,
+}
+
+impl fmt::Display for DiagnosticInFile<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.diag;
+        write!(
+            f,
+            "{}:{}:{}: {}: {}",
+            self.file, d.line, d.col, d.severity, d.message
+        )
+    }
+}

@@ -1,0 +1,248 @@
+//! Columnar buffers of parsed sequences: one buffer set per configured input, appended to
+//! sequence by sequence, with no allocation per value.
+//!
+//! Dense inputs store `samples x dim` values contiguously. Sparse inputs store the values and
+//! row indices of all samples back to back, with per-sample start offsets. Every input also
+//! records where each sequence's samples start, so a sequence's data is a slice of each column.
+
+use crate::config::{InputConfig, StorageFormat};
+use crate::parser::number::Element;
+
+/// The parsed samples of one input for a run of sequences.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputColumn<T> {
+    /// Dense or sparse.
+    pub format: StorageFormat,
+    /// Values per dense sample, or the exclusive index bound of a sparse input.
+    pub dim: usize,
+    /// Dense: `samples x dim` values. Sparse: the stored values of all samples.
+    pub values: Vec<T>,
+    /// Sparse only: the index of each stored value (same length as `values`).
+    pub indices: Vec<u32>,
+    /// Sparse only: start of each sample in `values`; one more entry than samples.
+    pub sample_offsets: Vec<usize>,
+    /// Start of each sequence, in samples of this input; one more entry than sequences.
+    pub sequence_offsets: Vec<usize>,
+}
+
+impl<T: Element> InputColumn<T> {
+    fn new(input: &InputConfig) -> Self {
+        InputColumn {
+            format: input.format,
+            dim: input.dim,
+            values: Vec::new(),
+            indices: Vec::new(),
+            sample_offsets: vec![0],
+            sequence_offsets: vec![0],
+        }
+    }
+
+    /// Number of samples held (all sequences, including one being parsed).
+    #[inline]
+    pub fn sample_count(&self) -> usize {
+        match self.format {
+            StorageFormat::Dense => self.values.len() / self.dim.max(1),
+            StorageFormat::Sparse => self.sample_offsets.len() - 1,
+        }
+    }
+
+    /// Sample `i` of this column.
+    pub fn sample(&self, i: usize) -> Sample<'_, T> {
+        match self.format {
+            StorageFormat::Dense => Sample::Dense(&self.values[i * self.dim..(i + 1) * self.dim]),
+            StorageFormat::Sparse => {
+                let range = self.sample_offsets[i]..self.sample_offsets[i + 1];
+                Sample::Sparse {
+                    indices: &self.indices[range.clone()],
+                    values: &self.values[range],
+                }
+            }
+        }
+    }
+
+    /// Drops everything after sample `samples` (used to roll back an invalid sequence).
+    fn truncate_samples(&mut self, samples: usize) {
+        match self.format {
+            StorageFormat::Dense => self.values.truncate(samples * self.dim),
+            StorageFormat::Sparse => {
+                self.sample_offsets.truncate(samples + 1);
+                let nnz = self.sample_offsets[samples];
+                self.values.truncate(nnz);
+                self.indices.truncate(nnz);
+            }
+        }
+    }
+
+    /// Removes the first `sequences` sequences, keeping later data (a partial sequence).
+    fn drain_sequences(&mut self, sequences: usize) {
+        let samples = self.sequence_offsets[sequences];
+        match self.format {
+            StorageFormat::Dense => {
+                self.values.drain(..samples * self.dim);
+            }
+            StorageFormat::Sparse => {
+                let nnz = self.sample_offsets[samples];
+                self.values.drain(..nnz);
+                self.indices.drain(..nnz);
+                self.sample_offsets.drain(..samples);
+                for o in &mut self.sample_offsets {
+                    *o -= nnz;
+                }
+            }
+        }
+        self.sequence_offsets.drain(..sequences);
+        for o in &mut self.sequence_offsets {
+            *o -= samples;
+        }
+    }
+}
+
+/// One sample of one input, borrowed from a column.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sample<'a, T> {
+    /// `dim` values.
+    Dense(&'a [T]),
+    /// Stored entries in file order.
+    Sparse {
+        /// Row index of each value.
+        indices: &'a [u32],
+        /// The stored values.
+        values: &'a [T],
+    },
+}
+
+/// Where a sequence came from and what it holds, besides its samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SequenceInfo {
+    /// The sequence id, or in line mode the 0-based line number across the corpus.
+    pub key: u64,
+    /// 1-based line of the sequence's first line within its file.
+    pub line: u64,
+    /// Lines that hold a sample of a configured input.
+    pub counted_lines: u32,
+}
+
+/// Parsed sequences in columnar form: the output of the parser.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedSequences<T> {
+    /// One column per configured input, in configuration order.
+    pub columns: Vec<InputColumn<T>>,
+    /// One entry per complete sequence.
+    pub sequences: Vec<SequenceInfo>,
+}
+
+impl<T: Element> ParsedSequences<T> {
+    /// Empty buffers for the given inputs.
+    pub fn new(inputs: &[InputConfig]) -> Self {
+        ParsedSequences {
+            columns: inputs.iter().map(InputColumn::new).collect(),
+            sequences: Vec::new(),
+        }
+    }
+
+    /// Number of complete sequences.
+    pub fn len(&self) -> usize {
+        self.sequences.len()
+    }
+
+    /// Whether no sequence is complete.
+    pub fn is_empty(&self) -> bool {
+        self.sequences.is_empty()
+    }
+
+    /// Number of samples input `input` has in sequence `seq`.
+    pub fn sample_count(&self, seq: usize, input: usize) -> usize {
+        let o = &self.columns[input].sequence_offsets;
+        o[seq + 1] - o[seq]
+    }
+
+    /// The samples of input `input` in sequence `seq`.
+    pub fn samples(&self, seq: usize, input: usize) -> impl Iterator<Item = Sample<'_, T>> + '_ {
+        let col = &self.columns[input];
+        (col.sequence_offsets[seq]..col.sequence_offsets[seq + 1]).map(move |i| col.sample(i))
+    }
+
+    /// Sample counts per input of the sequence being built (after the last complete one).
+    pub(crate) fn open_sequence_counts(&self, out: &mut Vec<usize>) {
+        out.clear();
+        out.extend(
+            self.columns
+                .iter()
+                .map(|c| c.sample_count() - c.sequence_offsets[c.sequence_offsets.len() - 1]),
+        );
+    }
+
+    /// Seals the samples appended since the last complete sequence as one sequence.
+    pub(crate) fn commit_sequence(&mut self, info: SequenceInfo) {
+        for c in &mut self.columns {
+            let n = c.sample_count();
+            c.sequence_offsets.push(n);
+        }
+        self.sequences.push(info);
+    }
+
+    /// Discards the samples appended since the last complete sequence.
+    pub(crate) fn rollback_sequence(&mut self) {
+        for c in &mut self.columns {
+            let start = c.sequence_offsets[c.sequence_offsets.len() - 1];
+            c.truncate_samples(start);
+        }
+    }
+
+    /// Appends copies of all complete sequences of `other` (same inputs).
+    pub fn append(&mut self, other: &ParsedSequences<T>) {
+        for (mine, theirs) in self.columns.iter_mut().zip(&other.columns) {
+            let sample_base = mine.sample_count();
+            let value_base = mine.values.len();
+            let end = theirs.sequence_offsets[other.sequences.len()];
+            match theirs.format {
+                StorageFormat::Dense => {
+                    mine.values
+                        .extend_from_slice(&theirs.values[..end * theirs.dim]);
+                }
+                StorageFormat::Sparse => {
+                    let nnz = theirs.sample_offsets[end];
+                    mine.values.extend_from_slice(&theirs.values[..nnz]);
+                    mine.indices.extend_from_slice(&theirs.indices[..nnz]);
+                    mine.sample_offsets.extend(
+                        theirs.sample_offsets[1..=end]
+                            .iter()
+                            .map(|o| o + value_base),
+                    );
+                }
+            }
+            mine.sequence_offsets.extend(
+                theirs.sequence_offsets[1..=other.sequences.len()]
+                    .iter()
+                    .map(|o| o + sample_base),
+            );
+        }
+        self.sequences.extend_from_slice(&other.sequences);
+    }
+
+    /// Keeps the first `n` complete sequences and nothing after them.
+    pub fn truncate(&mut self, n: usize) {
+        if n >= self.sequences.len() {
+            self.rollback_sequence();
+            return;
+        }
+        for c in &mut self.columns {
+            let samples = c.sequence_offsets[n];
+            c.truncate_samples(samples);
+            c.sequence_offsets.truncate(n + 1);
+        }
+        self.sequences.truncate(n);
+    }
+
+    /// Removes every complete sequence, keeping a sequence that is still being built.
+    pub fn clear_complete(&mut self) {
+        let n = self.sequences.len();
+        if n == 0 {
+            return;
+        }
+        for c in &mut self.columns {
+            c.drain_sequences(n);
+        }
+        self.sequences.clear();
+    }
+}

@@ -1,0 +1,457 @@
+//! The byte-level core: parses the samples of one line into the columnar buffers.
+//!
+//! A line is `[id] (sample | comment)*`; the caller skips the id and guarantees that the line
+//! ends with a line feed, the sentinel of every scanning loop. Samples
+//! of configured inputs are decoded straight into their column; samples of other inputs are
+//! skipped; comments (`|#` up to the next `|` not followed by `#`) are skipped. Every problem
+//! becomes a [`Diagnostic`] and marks the line as erroneous; the caller invalidates the
+//! sequence. Parsing then resumes at the next `|`, so one line can report several errors.
+
+use memchr::memchr2;
+
+use crate::config::{InputConfig, StorageFormat};
+use crate::diag::{Diagnostic, Severity};
+use crate::parser::columns::ParsedSequences;
+use crate::parser::number::{scan_number, Element, NumberError};
+
+/// What parsing one line found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LineOutcome {
+    /// Samples of configured inputs on the line (valid or not).
+    pub samples: u32,
+    /// Whether the line holds a sample of the input that defines minibatch sizes.
+    pub has_mb_input: bool,
+    /// Errors reported for the line.
+    pub errors: u32,
+}
+
+/// Parses lines against a fixed set of configured inputs.
+#[derive(Clone, Debug)]
+pub struct LineParser {
+    aliases: Vec<Box<[u8]>>,
+    names: Vec<String>,
+    formats: Vec<StorageFormat>,
+    dims: Vec<usize>,
+    mb_input: Option<usize>,
+    /// Line stamp of the last line each input was seen on, to detect repeats on a line.
+    seen_on: Vec<u64>,
+    stamp: u64,
+}
+
+#[inline]
+fn is_space(b: u8) -> bool {
+    b == b' ' || b == b'\t' || b == b'\r'
+}
+
+/// Bytes allowed in names and values outside comments: printable ASCII.
+#[inline]
+fn is_printable(b: u8) -> bool {
+    (0x21..0x7f).contains(&b)
+}
+
+fn describe_byte(b: u8) -> String {
+    if is_printable(b) {
+        format!("'{}'", b as char)
+    } else {
+        format!("byte 0x{b:02X}")
+    }
+}
+
+/// Sink for one line's diagnostics, with the line number they belong to.
+struct Report<'a> {
+    line: u64,
+    line_start: usize,
+    diags: &'a mut Vec<Diagnostic>,
+    errors: u32,
+}
+
+impl Report<'_> {
+    fn error(&mut self, pos: usize, message: String) {
+        self.errors += 1;
+        self.diags.push(Diagnostic {
+            severity: Severity::Error,
+            line: self.line,
+            col: (pos - self.line_start) as u64 + 1,
+            message,
+        });
+    }
+
+    fn warning(&mut self, pos: usize, message: String) {
+        self.diags.push(Diagnostic {
+            severity: Severity::Warning,
+            line: self.line,
+            col: (pos - self.line_start) as u64 + 1,
+            message,
+        });
+    }
+}
+
+impl LineParser {
+    /// A parser for the given inputs (aliases must be distinct).
+    pub fn new(inputs: &[InputConfig]) -> Self {
+        LineParser {
+            aliases: inputs
+                .iter()
+                .map(|i| i.alias.as_bytes().to_vec().into_boxed_slice())
+                .collect(),
+            names: inputs.iter().map(|i| i.name.clone()).collect(),
+            formats: inputs.iter().map(|i| i.format).collect(),
+            dims: inputs.iter().map(|i| i.dim).collect(),
+            mb_input: inputs.iter().position(|i| i.defines_mb_size),
+            seen_on: vec![0; inputs.len()],
+            stamp: 0,
+        }
+    }
+
+    /// Configured input names, in configuration order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    #[inline]
+    fn lookup(&self, name: &[u8]) -> Option<usize> {
+        // Aliases are short: an inline byte loop beats a call to memcmp.
+        self.aliases
+            .iter()
+            .position(|a| a.len() == name.len() && a.iter().zip(name).all(|(x, y)| x == y))
+    }
+
+    fn input_label(&self, i: usize) -> String {
+        let alias = std::str::from_utf8(&self.aliases[i]).unwrap_or("?");
+        if alias == self.names[i] {
+            format!("input '{}'", self.names[i])
+        } else {
+            format!("input '{}' ('{}')", self.names[i], alias)
+        }
+    }
+
+    /// Parses one line of `buf`: the line starts at `line_start`, its content (after the id)
+    /// at `content_start`, and it ends at the next line feed, which `buf` must contain.
+    /// Appends samples to `out` and diagnostics (line `line_no`, 1-based) to `diags`.
+    /// Returns what the line held and the position of its line feed.
+    pub fn parse_line<T: Element>(
+        &mut self,
+        buf: &[u8],
+        line_start: usize,
+        content_start: usize,
+        line_no: u64,
+        out: &mut ParsedSequences<T>,
+        diags: &mut Vec<Diagnostic>,
+    ) -> (LineOutcome, usize) {
+        self.stamp += 1;
+        let mut report = Report {
+            line: line_no,
+            line_start,
+            diags,
+            errors: 0,
+        };
+        let mut outcome = LineOutcome::default();
+        let mut pos = content_start;
+        loop {
+            while is_space(buf[pos]) {
+                pos += 1;
+            }
+            let b = buf[pos];
+            if b == b'\n' {
+                break;
+            }
+            if b != b'|' {
+                report.error(
+                    pos,
+                    format!(
+                        "unexpected {} where a sample ('|name') should start",
+                        describe_byte(b)
+                    ),
+                );
+                pos = next_pipe(buf, pos + 1);
+                continue;
+            }
+            let pipe = pos;
+            pos += 1;
+            if buf[pos] == b'#' {
+                pos = comment_end(buf, pos + 1);
+                continue;
+            }
+            let name_start = pos;
+            while !is_space(buf[pos]) && buf[pos] != b'|' && buf[pos] != b'\n' {
+                pos += 1;
+            }
+            let name = &buf[name_start..pos];
+            if name.is_empty() {
+                let what = match buf[pos] {
+                    b'\n' => "the end of the line".to_string(),
+                    b => describe_byte(b),
+                };
+                report.error(
+                    pipe,
+                    format!("'|' must be followed by an input name, found {what}"),
+                );
+                pos = next_pipe(buf, pos);
+                continue;
+            }
+            let Some(input) = self.lookup(name) else {
+                pos = self.skip_unconfigured(buf, name_start, pos, &mut report);
+                continue;
+            };
+            outcome.samples += 1;
+            if Some(input) == self.mb_input {
+                outcome.has_mb_input = true;
+            }
+            if self.seen_on[input] == self.stamp {
+                report.error(
+                    pipe,
+                    format!("{} appears twice on one line", self.input_label(input)),
+                );
+                pos = next_pipe(buf, pos);
+                continue;
+            }
+            self.seen_on[input] = self.stamp;
+            pos = match self.formats[input] {
+                StorageFormat::Dense => self.dense_sample(buf, pos, pipe, input, out, &mut report),
+                StorageFormat::Sparse => self.sparse_sample(buf, pos, input, out, &mut report),
+            };
+        }
+        outcome.errors = report.errors;
+        (outcome, pos)
+    }
+
+    /// Skips a sample of an input outside the configuration (its name spans
+    /// `name_start..values`); its bytes must still be printable text. Returns the position of
+    /// the next `|` or line feed.
+    fn skip_unconfigured(
+        &self,
+        buf: &[u8],
+        name_start: usize,
+        values: usize,
+        report: &mut Report<'_>,
+    ) -> usize {
+        if let Some(bad) = buf[name_start..values]
+            .iter()
+            .position(|&b| !is_printable(b))
+        {
+            let at = name_start + bad;
+            report.error(
+                at,
+                format!("invalid {} in an input name", describe_byte(buf[at])),
+            );
+            return next_pipe(buf, values);
+        }
+        let mut pos = values;
+        loop {
+            let b = buf[pos];
+            if b == b'|' || b == b'\n' {
+                return pos;
+            }
+            if !is_printable(b) && !is_space(b) {
+                report.error(pos, format!("invalid {} in the data", describe_byte(b)));
+                return next_pipe(buf, pos);
+            }
+            pos += 1;
+        }
+    }
+
+    /// Reads the values of a dense sample starting at `pos`; returns where parsing resumes.
+    #[inline]
+    fn dense_sample<T: Element>(
+        &self,
+        buf: &[u8],
+        mut pos: usize,
+        pipe: usize,
+        input: usize,
+        out: &mut ParsedSequences<T>,
+        report: &mut Report<'_>,
+    ) -> usize {
+        let dim = self.dims[input];
+        let values = &mut out.columns[input].values;
+        let sample_start = values.len();
+        // Zero-filled first: a short sample is then already padded.
+        values.resize(sample_start + dim, T::default());
+        let sample = &mut values[sample_start..];
+        let mut count = 0usize;
+        loop {
+            while is_space(buf[pos]) {
+                pos += 1;
+            }
+            let b = buf[pos];
+            if b == b'|' || b == b'\n' {
+                break;
+            }
+            match scan_number::<T>(buf, pos) {
+                Ok((v, end)) => {
+                    let Some(slot) = sample.get_mut(count) else {
+                        values.truncate(sample_start);
+                        report.error(
+                            pos,
+                            format!(
+                                "{} has more than {dim} value{} (its dim)",
+                                self.input_label(input),
+                                if dim == 1 { "" } else { "s" }
+                            ),
+                        );
+                        return next_pipe(buf, pos);
+                    };
+                    *slot = v;
+                    count += 1;
+                    if !matches!(
+                        buf[end],
+                        b' ' | b'\t' | b'\r' | b'|' | b'\n' | b'+' | b'-' | b'0'..=b'9'
+                    ) {
+                        values.truncate(sample_start);
+                        self.number_error::<T>(buf, pos, input, None, report);
+                        return next_pipe(buf, pos);
+                    }
+                    pos = end;
+                }
+                Err(e) => {
+                    values.truncate(sample_start);
+                    self.number_error::<T>(buf, pos, input, Some(e), report);
+                    return next_pipe(buf, pos);
+                }
+            }
+        }
+        if count < dim {
+            report.warning(
+                pipe,
+                format!(
+                    "{} has {count} of {dim} values; padded with zeros",
+                    self.input_label(input)
+                ),
+            );
+        }
+        pos
+    }
+
+    fn number_error<T: Element>(
+        &self,
+        buf: &[u8],
+        pos: usize,
+        input: usize,
+        reason: Option<NumberError>,
+        report: &mut Report<'_>,
+    ) {
+        let reason = match reason {
+            Some(NumberError::Overflow) => format!("the value overflows {}", T::NAME),
+            Some(r) => r.describe().to_string(),
+            None => "unexpected character after the number".to_string(),
+        };
+        report.error(
+            pos,
+            format!(
+                "{}: malformed number '{}': {reason}",
+                self.input_label(input),
+                token_at(buf, pos)
+            ),
+        );
+    }
+
+    /// Reads the entries of a sparse sample starting at `pos`; returns where parsing resumes.
+    #[inline]
+    fn sparse_sample<T: Element>(
+        &self,
+        buf: &[u8],
+        mut pos: usize,
+        input: usize,
+        out: &mut ParsedSequences<T>,
+        report: &mut Report<'_>,
+    ) -> usize {
+        let dim = self.dims[input] as u64;
+        let column = &mut out.columns[input];
+        let sample_start = column.values.len();
+        loop {
+            while is_space(buf[pos]) {
+                pos += 1;
+            }
+            let b = buf[pos];
+            if b == b'|' || b == b'\n' {
+                break;
+            }
+            let entry = pos;
+            let mut index: u64 = 0;
+            while buf[pos].is_ascii_digit() {
+                // At most 19 digits accumulate, so this cannot overflow; longer indices are
+                // out of range whatever their value.
+                if pos - entry < 19 {
+                    index = index * 10 + u64::from(buf[pos] - b'0');
+                } else {
+                    index = u64::MAX;
+                }
+                pos += 1;
+            }
+            let problem = if pos == entry {
+                Some("expected 'index:value'".to_string())
+            } else if buf[pos] != b':' {
+                Some("the index must be followed by ':'".to_string())
+            } else {
+                match scan_number::<T>(buf, pos + 1) {
+                    Ok((value, end)) => {
+                        pos = end;
+                        if !matches!(buf[pos], b' ' | b'\t' | b'\r' | b'|' | b'\n') {
+                            Some("unexpected character after the value".to_string())
+                        } else if index >= dim {
+                            column.values.truncate(sample_start);
+                            column.indices.truncate(sample_start);
+                            report.error(
+                                entry,
+                                format!(
+                                    "{}: sparse index {index} is out of range (dim {dim})",
+                                    self.input_label(input)
+                                ),
+                            );
+                            return next_pipe(buf, entry);
+                        } else {
+                            column.values.push(value);
+                            column.indices.push(index as u32);
+                            None
+                        }
+                    }
+                    Err(NumberError::Overflow) => Some(format!("the value overflows {}", T::NAME)),
+                    Err(e) => Some(e.describe().to_string()),
+                }
+            };
+            if let Some(why) = problem {
+                column.values.truncate(sample_start);
+                column.indices.truncate(sample_start);
+                report.error(
+                    entry,
+                    format!(
+                        "{}: malformed sparse entry '{}': {why}",
+                        self.input_label(input),
+                        token_at(buf, entry)
+                    ),
+                );
+                return next_pipe(buf, entry);
+            }
+        }
+        column.sample_offsets.push(column.values.len());
+        pos
+    }
+}
+
+/// The token at `pos` up to whitespace, `|` or the line end, for messages (at most 40 bytes).
+fn token_at(buf: &[u8], pos: usize) -> String {
+    let len = buf[pos..]
+        .iter()
+        .take(40)
+        .position(|&b| is_space(b) || b == b'|' || b == b'\n')
+        .unwrap_or(40.min(buf.len() - pos));
+    String::from_utf8_lossy(&buf[pos..pos + len]).into_owned()
+}
+
+/// Position of the next `|` or line feed at or after `from`.
+#[inline]
+fn next_pipe(buf: &[u8], from: usize) -> usize {
+    memchr2(b'|', b'\n', &buf[from..]).map_or(buf.len() - 1, |n| from + n)
+}
+
+/// End of a comment whose body starts at `from`: the next `|` not followed by `#`, or the
+/// line feed.
+fn comment_end(buf: &[u8], mut from: usize) -> usize {
+    loop {
+        let at = next_pipe(buf, from);
+        if buf[at] == b'|' && buf[at + 1] == b'#' {
+            from = at + 2;
+        } else {
+            return at;
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The CNTK Text Format parser: bytes of sequences in, columnar per-input buffers out.
+//!
+//! [`number`] scans and converts numbers, [`line`] parses the samples of one line,
+//! [`columns`] holds the decoded data, and [`stream`] drives them over a byte stream,
+//! grouping lines into sequences. Nothing here does I/O or knows about files or threads.
+
+pub mod columns;
+pub mod line;
+pub mod number;
+pub mod stream;
+
+pub use columns::{InputColumn, ParsedSequences, Sample, SequenceInfo};
+pub use line::LineParser;
+pub use number::Element;
+pub use stream::{FatalDataError, InvalidSequence, ParseCounts, StreamOptions, StreamParser};

@@ -1,0 +1,391 @@
+//! Numbers of the CNTK Text Format: the accepted grammar (SPEC §7.2) and the conversion of a
+//! scanned number into a correctly rounded `f32` or `f64`.
+//!
+//! The scanner walks bytes and never allocates. Conversion takes a fast exact path when the
+//! decimal mantissa and power of ten are both exactly representable (one IEEE operation, hence
+//! correctly rounded), and otherwise hands the token to the standard library's correctly
+//! rounded parser. Values that overflow the element type are errors, unlike CNTK.
+
+use std::fmt::Debug;
+
+/// Element type of decoded values: `f32` or `f64`.
+pub trait Element: Copy + Default + PartialEq + PartialOrd + Debug + Send + Sync + 'static {
+    /// Name used in messages (`float` / `double`).
+    const NAME: &'static str;
+    /// Converts an integer mantissa times a power of ten when that is exact, else `None`.
+    fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<Self>;
+    /// Correctly rounded conversion of a token in the accepted grammar; `None` on overflow.
+    fn parse_token(token: &str) -> Option<Self>;
+    /// Converts an integer, rounding correctly.
+    fn from_u64(v: u64) -> Self;
+    /// Widens to `f64` (exact).
+    fn to_f64(self) -> f64;
+    /// Writes the shortest decimal that parses back to the same value.
+    fn write_shortest(self, out: &mut String);
+}
+
+const POW10_F64: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+const POW10_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+
+impl Element for f64 {
+    const NAME: &'static str = "double";
+
+    #[inline]
+    fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<f64> {
+        let magnitude = if exp10 == 0 {
+            mantissa as f64 // integer to float conversion rounds once, correctly
+        } else if mantissa < (1 << 53) && (-22..=22).contains(&exp10) {
+            let m = mantissa as f64;
+            if exp10 < 0 {
+                m / POW10_F64[(-exp10) as usize]
+            } else {
+                m * POW10_F64[exp10 as usize]
+            }
+        } else {
+            return None;
+        };
+        Some(if negative { -magnitude } else { magnitude })
+    }
+
+    #[inline]
+    fn from_u64(v: u64) -> f64 {
+        v as f64
+    }
+
+    fn parse_token(token: &str) -> Option<f64> {
+        token.parse::<f64>().ok().filter(|v| v.is_finite())
+    }
+
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self
+    }
+
+    fn write_shortest(self, out: &mut String) {
+        write_shortest_debug(format_args!("{self:?}"), out);
+    }
+}
+
+impl Element for f32 {
+    const NAME: &'static str = "float";
+
+    #[inline]
+    fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<f32> {
+        let magnitude = if exp10 == 0 {
+            mantissa as f32
+        } else if mantissa < (1 << 24) && (-10..=10).contains(&exp10) {
+            let m = mantissa as f32;
+            if exp10 < 0 {
+                m / POW10_F32[(-exp10) as usize]
+            } else {
+                m * POW10_F32[exp10 as usize]
+            }
+        } else {
+            return None;
+        };
+        Some(if negative { -magnitude } else { magnitude })
+    }
+
+    #[inline]
+    fn from_u64(v: u64) -> f32 {
+        v as f32
+    }
+
+    fn parse_token(token: &str) -> Option<f32> {
+        token.parse::<f32>().ok().filter(|v| v.is_finite())
+    }
+
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+
+    fn write_shortest(self, out: &mut String) {
+        write_shortest_debug(format_args!("{self:?}"), out);
+    }
+}
+
+/// Rust's `Debug` for floats prints the shortest round-tripping digits; drop a `.0` suffix so
+/// integers print as JSON integers (`1`, not `1.0`).
+fn write_shortest_debug(args: std::fmt::Arguments<'_>, out: &mut String) {
+    use std::fmt::Write;
+    let start = out.len();
+    let _ = out.write_fmt(args);
+    if out[start..].ends_with(".0") {
+        out.truncate(out.len() - 2);
+    }
+}
+
+/// Why a token is not a number of the accepted grammar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumberError {
+    /// The token does not start with a sign or a digit (`.5`, `nan`, `x`).
+    NotANumber,
+    /// A sign is not followed by a digit (`-`, `+.5`).
+    NoDigits,
+    /// An exponent marker is not followed by digits (`1e`, `1e+`).
+    EmptyExponent,
+    /// The value does not fit the element type.
+    Overflow,
+}
+
+impl NumberError {
+    /// Human-readable reason.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NumberError::NotANumber => "not a number",
+            NumberError::NoDigits => "a sign must be followed by a digit",
+            NumberError::EmptyExponent => "the exponent has no digits",
+            NumberError::Overflow => "the value overflows the element type",
+        }
+    }
+}
+
+/// Largest exponent magnitude tracked exactly; beyond it every value is zero or infinite.
+const EXP_LIMIT: i32 = 100_000;
+
+/// Scans the number starting at `bytes[pos]` and converts it.
+///
+/// Returns the value and the position just past the number. A number ends at the first byte
+/// that cannot continue it, so `1-2` yields `1` and stops before `-`.
+#[inline(always)]
+pub fn scan_number<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), NumberError> {
+    // Fast path for the commonest value: a short unsigned integer (`0`, `1`, `255`).
+    let mut value = 0u64;
+    let mut i = pos;
+    while i < pos + 8 {
+        match bytes.get(i) {
+            Some(&d @ b'0'..=b'9') => {
+                value = value * 10 + u64::from(d - b'0');
+                i += 1;
+            }
+            Some(b'.' | b'e' | b'E') => break,
+            _ if i > pos => return Ok((T::from_u64(value), i)),
+            _ => break,
+        }
+    }
+    scan_number_general(bytes, pos)
+}
+
+/// The whole grammar: signs, fractions, exponents, long mantissas.
+#[inline(never)]
+fn scan_number_general<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), NumberError> {
+    let start = pos;
+    let mut i = pos;
+    let mut negative = false;
+    match bytes.get(i) {
+        Some(b'-') => {
+            negative = true;
+            i += 1;
+        }
+        Some(b'+') => i += 1,
+        Some(b'0'..=b'9') => {}
+        _ => return Err(NumberError::NotANumber),
+    }
+    let mut mantissa: u64 = 0;
+    let mut significant = 0u32;
+    let mut exp10: i32 = 0;
+    let mut dropped = false;
+    let int_start = i;
+    while let Some(&b) = bytes.get(i) {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if significant < 19 {
+            if mantissa != 0 || d != 0 {
+                mantissa = mantissa * 10 + d as u64;
+                significant += 1;
+            }
+        } else {
+            exp10 += 1;
+            dropped |= d != 0;
+        }
+        i += 1;
+    }
+    if i == int_start {
+        return Err(NumberError::NoDigits);
+    }
+    let mut last_is_digit = true;
+    if bytes.get(i) == Some(&b'.') {
+        i += 1;
+        last_is_digit = false;
+        while let Some(&b) = bytes.get(i) {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            last_is_digit = true;
+            if significant < 19 {
+                if mantissa != 0 || d != 0 {
+                    mantissa = mantissa * 10 + d as u64;
+                    significant += 1;
+                }
+                exp10 -= 1;
+            } else {
+                dropped |= d != 0;
+            }
+            i += 1;
+        }
+    }
+    if last_is_digit && matches!(bytes.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        let mut exp_negative = false;
+        match bytes.get(i) {
+            Some(b'-') => {
+                exp_negative = true;
+                i += 1;
+            }
+            Some(b'+') => i += 1,
+            _ => {}
+        }
+        let exp_start = i;
+        let mut e: i32 = 0;
+        while let Some(&b) = bytes.get(i) {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            e = (e * 10 + d as i32).min(EXP_LIMIT);
+            i += 1;
+        }
+        if i == exp_start {
+            return Err(NumberError::EmptyExponent);
+        }
+        exp10 = exp10.saturating_add(if exp_negative { -e } else { e });
+    }
+    if mantissa == 0 && !dropped {
+        let zero = T::default();
+        return Ok((if negative { negate_zero(zero) } else { zero }, i));
+    }
+    if !dropped {
+        if let Some(v) = T::from_decimal_fast(negative, mantissa, exp10) {
+            return Ok((v, i));
+        }
+    }
+    // The token is ASCII by construction; the standard parser accepts this whole grammar.
+    let token = std::str::from_utf8(&bytes[start..i]).map_err(|_| NumberError::NotANumber)?;
+    match T::parse_token(token) {
+        Some(v) => Ok((v, i)),
+        None => Err(NumberError::Overflow),
+    }
+}
+
+#[inline]
+fn negate_zero<T: Element>(zero: T) -> T {
+    // -0.0 is produced by the fast path with mantissa 0 and exponent 0.
+    T::from_decimal_fast(true, 0, 0).unwrap_or(zero)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn num<T: Element>(s: &str) -> Result<(T, usize), NumberError> {
+        scan_number::<T>(s.as_bytes(), 0)
+    }
+
+    #[test]
+    fn accepted_forms() {
+        for (s, v) in [
+            ("1", 1.0),
+            ("-1", -1.0),
+            ("+1", 1.0),
+            ("02.0", 2.0),
+            ("5.", 5.0),
+            ("45.", 45.0),
+            ("1e5", 1e5),
+            ("1E-05", 1e-5),
+            ("1.5e+3", 1.5e3),
+            ("-6.3423e+015", -6.3423e15),
+            ("9.10e-11", 9.10e-11),
+            ("0.000001", 1e-6),
+        ] {
+            let (x, end) = num::<f64>(s).unwrap();
+            assert_eq!(x, v, "{s}");
+            assert_eq!(end, s.len(), "{s}");
+        }
+    }
+
+    #[test]
+    fn value_ends_at_first_byte_that_cannot_continue_it() {
+        assert_eq!(num::<f64>("1-2"), Ok((1.0, 1)));
+        assert_eq!(num::<f64>("3+4"), Ok((3.0, 1)));
+        assert_eq!(num::<f64>("1.5.3"), Ok((1.5, 3)));
+        // `1.e5`: the exponent may only follow a digit, so the number is `1.`.
+        assert_eq!(num::<f64>("1.e5"), Ok((1.0, 2)));
+        assert_eq!(num::<f64>("2.0f"), Ok((2.0, 3)));
+    }
+
+    #[test]
+    fn rejected_forms() {
+        assert_eq!(num::<f64>(".5"), Err(NumberError::NotANumber));
+        assert_eq!(num::<f64>("-.5"), Err(NumberError::NoDigits));
+        assert_eq!(num::<f64>("+.5"), Err(NumberError::NoDigits));
+        assert_eq!(num::<f64>("nan"), Err(NumberError::NotANumber));
+        assert_eq!(num::<f64>("inf"), Err(NumberError::NotANumber));
+        assert_eq!(num::<f64>("-"), Err(NumberError::NoDigits));
+        assert_eq!(num::<f64>("1e"), Err(NumberError::EmptyExponent));
+        assert_eq!(num::<f64>("1e+"), Err(NumberError::EmptyExponent));
+        assert_eq!(num::<f64>("12.+e"), Ok((12.0, 3)));
+        assert_eq!(num::<f64>("1e309"), Err(NumberError::Overflow));
+        assert_eq!(num::<f32>("1e39"), Err(NumberError::Overflow));
+        assert_eq!(num::<f32>("3.5e38"), Err(NumberError::Overflow));
+        assert!(num::<f32>("3.4e38").is_ok());
+    }
+
+    #[test]
+    fn zero_and_sign() {
+        let (z, _) = num::<f64>("-0").unwrap();
+        assert!(z == 0.0 && z.is_sign_negative());
+        let (z, _) = num::<f32>("-0.000e5").unwrap();
+        assert!(z == 0.0 && z.is_sign_negative());
+        let (z, _) = num::<f64>("0e999999999999").unwrap();
+        assert!(z == 0.0 && z.is_sign_positive());
+        assert_eq!(num::<f64>("1e-400").unwrap().0, 0.0);
+    }
+
+    #[test]
+    fn correctly_rounded_against_std() {
+        for s in [
+            "0.1",
+            "0.3",
+            "123456789012345678901234567890",
+            "1.00000017881393432617187499",
+            "1.00000017881393432617187501",
+            "9007199254740993",
+            "2.2250738585072011e-308",
+            "4.9e-324",
+            "16777217",
+            "0.000000000000000000000000000000000001",
+            "3.4028235e38",
+            "1.1754942e-38",
+            "7.038531e-26",
+        ] {
+            assert_eq!(num::<f64>(s).unwrap().0, s.parse::<f64>().unwrap(), "{s}");
+            if let Ok(v) = s.parse::<f32>() {
+                if v.is_finite() {
+                    assert_eq!(num::<f32>(s).unwrap().0, v, "{s}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shortest_round_trip_printing() {
+        let mut s = String::new();
+        1.0f64.write_shortest(&mut s);
+        s.push(' ');
+        0.1f32.write_shortest(&mut s);
+        s.push(' ');
+        1e30f64.write_shortest(&mut s);
+        s.push(' ');
+        (-0.0f64).write_shortest(&mut s);
+        s.push(' ');
+        1.5e-7f32.write_shortest(&mut s);
+        assert_eq!(s, "1 0.1 1e30 -0 1.5e-7");
+    }
+}

@@ -1,0 +1,493 @@
+//! The incremental parser: bytes in (in pieces of any size), complete sequences out.
+//!
+//! It finds lines, strips the UTF-8 BOM, decides between id mode and line mode from the first
+//! non-blank line (CNTK-BEHAVIOUR §4.1), groups lines into sequences, applies the sequence
+//! rules of SPEC §1 and §7.1 and rolls back invalid sequences. It knows nothing of files: the
+//! reader feeds it the bytes of one file after another and attaches file names to what it
+//! reports. Feeding the same bytes split at any point gives the same result.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use memchr::{memchr, memrchr};
+
+use crate::config::InputConfig;
+use crate::diag::{Diagnostic, Severity};
+use crate::parser::columns::{ParsedSequences, SequenceInfo};
+use crate::parser::line::LineParser;
+use crate::parser::number::Element;
+
+/// Options of the sequence rules that are not about inputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// Ignore ids: every line is its own sequence (`skipSequenceIds`).
+    pub skip_sequence_ids: bool,
+    /// A sequence with more than one sample of any input is an error (`frameMode`).
+    pub frame_mode: bool,
+}
+
+/// An error that stops the reading of a file (as opposed to an invalid sequence).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FatalDataError {
+    /// 1-based line, or 0 when the error concerns the whole file.
+    pub line: u64,
+    /// 1-based column in bytes, or 0.
+    pub col: u64,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for FatalDataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// An invalid sequence: its key and its first error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidSequence {
+    /// The sequence key.
+    pub key: u64,
+    /// 1-based first line of the sequence.
+    pub line: u64,
+    /// Its first error (also among the diagnostics, possibly of an earlier step: a sequence
+    /// can span several [`StreamParser::feed`] calls).
+    pub first_error: Diagnostic,
+    /// Number of complete sequences that precede it in [`StreamParser::sequences`].
+    pub valid_before: usize,
+}
+
+/// Counts kept while parsing (for `ctf validate`'s summary).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParseCounts {
+    /// Physical lines seen.
+    pub lines: u64,
+    /// Lines that belong to no sequence: blank, comment-only, or only unconfigured inputs.
+    pub skipped_lines: u64,
+    /// Valid sequences produced.
+    pub sequences: u64,
+    /// Sequences rejected as invalid.
+    pub invalid_sequences: u64,
+    /// Errors reported.
+    pub errors: u64,
+    /// Warnings reported.
+    pub warnings: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Undecided,
+    Ids,
+    Lines,
+}
+
+#[derive(Clone, Debug)]
+struct OpenSequence {
+    key: u64,
+    line: u64,
+    counted_lines: u32,
+    errors: u32,
+    first_error: Option<Diagnostic>,
+}
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Incremental CTF parser for one configuration.
+pub struct StreamParser<T> {
+    lines: LineParser,
+    out: ParsedSequences<T>,
+    diags: Vec<Diagnostic>,
+    invalid: Vec<InvalidSequence>,
+    options: StreamOptions,
+    has_mb_input: bool,
+    carry: Vec<u8>,
+    at_file_start: bool,
+    saw_content: bool,
+    mode: Mode,
+    /// 1-based number of the next line of the current file.
+    next_line: u64,
+    /// Line-mode key of the first line of the current file.
+    key_base: u64,
+    seen_ids: HashSet<u64>,
+    open: Option<OpenSequence>,
+    counts: ParseCounts,
+    scratch_counts: Vec<usize>,
+}
+
+impl<T: Element> StreamParser<T> {
+    /// A parser for the given inputs, ready for the first file.
+    pub fn new(inputs: &[InputConfig], options: StreamOptions) -> Self {
+        StreamParser {
+            lines: LineParser::new(inputs),
+            out: ParsedSequences::new(inputs),
+            diags: Vec::new(),
+            invalid: Vec::new(),
+            options,
+            has_mb_input: inputs.iter().any(|i| i.defines_mb_size),
+            carry: Vec::new(),
+            at_file_start: true,
+            saw_content: false,
+            mode: Mode::Undecided,
+            next_line: 1,
+            key_base: 0,
+            seen_ids: HashSet::new(),
+            open: None,
+            counts: ParseCounts::default(),
+            scratch_counts: Vec::new(),
+        }
+    }
+
+    /// Forgets everything about the corpus read so far (seen ids, counts, buffered data), to
+    /// read a new corpus with the same configuration and buffers.
+    pub fn reset(&mut self) {
+        self.start_file(0);
+        self.out.truncate(0);
+        self.diags.clear();
+        self.invalid.clear();
+        self.seen_ids.clear();
+        self.counts = ParseCounts::default();
+    }
+
+    /// Prepares for the next file of the corpus; its line-mode keys start at `key_base`.
+    /// Ids seen in earlier files stay seen (keys are unique across the corpus).
+    pub fn start_file(&mut self, key_base: u64) {
+        self.carry.clear();
+        self.at_file_start = true;
+        self.saw_content = false;
+        self.mode = Mode::Undecided;
+        self.next_line = 1;
+        self.key_base = key_base;
+        self.open = None;
+    }
+
+    /// Number of lines of the current file seen so far (including a final line without LF
+    /// once [`finish_file`](Self::finish_file) has run).
+    pub fn lines_in_file(&self) -> u64 {
+        self.next_line - 1
+    }
+
+    /// Complete sequences parsed so far (since the last [`clear`](Self::clear)).
+    pub fn sequences(&self) -> &ParsedSequences<T> {
+        &self.out
+    }
+
+    /// Errors and warnings in the order found (since the last [`clear`](Self::clear)).
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.diags
+    }
+
+    /// Invalid sequences found (since the last [`clear`](Self::clear)).
+    pub fn invalid_sequences(&self) -> &[InvalidSequence] {
+        &self.invalid
+    }
+
+    /// Running counts since the parser was created.
+    pub fn counts(&self) -> ParseCounts {
+        self.counts
+    }
+
+    /// Drops the complete sequences and the diagnostics handed out so far.
+    pub fn clear(&mut self) {
+        self.out.clear_complete();
+        self.diags.clear();
+        self.invalid.clear();
+    }
+
+    /// Keeps only the first `n` complete sequences (the reader cuts a batch at a failure).
+    pub fn truncate_sequences(&mut self, n: usize) {
+        self.out.truncate(n);
+    }
+
+    /// Parses the next piece of the current file.
+    pub fn feed(&mut self, mut data: &[u8]) -> Result<(), FatalDataError> {
+        if self.at_file_start {
+            let needed = UTF8_BOM.len().saturating_sub(self.carry.len());
+            let take = needed.min(data.len());
+            self.carry.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.carry.len() < UTF8_BOM.len() && data.is_empty() {
+                return Ok(()); // wait for more bytes to decide on the BOM
+            }
+            self.check_file_start()?;
+        }
+        if !self.carry.is_empty() {
+            let Some(nl) = memchr(b'\n', data) else {
+                self.carry.extend_from_slice(data);
+                return Ok(());
+            };
+            self.carry.extend_from_slice(&data[..=nl]);
+            let line = std::mem::take(&mut self.carry);
+            self.process_lines(&line);
+            self.carry = line;
+            self.carry.clear();
+            data = &data[nl + 1..];
+        }
+        match memrchr(b'\n', data) {
+            Some(last) => {
+                self.process_lines(&data[..=last]);
+                self.carry.extend_from_slice(&data[last + 1..]);
+            }
+            None => self.carry.extend_from_slice(data),
+        }
+        Ok(())
+    }
+
+    /// Ends the current file: parses a last line without a line feed and closes the last
+    /// sequence. An empty file (nothing but a BOM and whitespace) is a fatal error.
+    pub fn finish_file(&mut self) -> Result<(), FatalDataError> {
+        if self.at_file_start {
+            self.check_file_start()?;
+        }
+        if !self.carry.is_empty() {
+            // The last line is parsed exactly as if it ended with a line feed.
+            let mut line = std::mem::take(&mut self.carry);
+            line.push(b'\n');
+            self.process_lines(&line);
+            self.carry = line;
+            self.carry.clear();
+        }
+        self.end_sequence();
+        if !self.saw_content {
+            return Err(FatalDataError {
+                line: 0,
+                col: 0,
+                message: "the file is empty".to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Examines the first bytes of the file (in `carry`): UTF-8 BOM skipped, UTF-16 rejected.
+    fn check_file_start(&mut self) -> Result<(), FatalDataError> {
+        self.at_file_start = false;
+        if self.carry.starts_with(b"\xFF\xFE") || self.carry.starts_with(b"\xFE\xFF") {
+            return Err(FatalDataError {
+                line: 1,
+                col: 1,
+                message: "the file starts with a UTF-16 byte order mark; only UTF-8 (or ASCII) \
+                          text is supported"
+                    .to_string(),
+            });
+        }
+        if self.carry.starts_with(UTF8_BOM) {
+            self.carry.drain(..UTF8_BOM.len());
+        }
+        Ok(())
+    }
+
+    /// Processes the complete lines of `buf`, which ends with a line feed.
+    fn process_lines(&mut self, buf: &[u8]) {
+        let mut pos = 0;
+        while pos < buf.len() {
+            pos = self.process_line(buf, pos) + 1;
+        }
+    }
+
+    /// Processes the line starting at `start`; returns the position of its line feed.
+    fn process_line(&mut self, buf: &[u8], start: usize) -> usize {
+        let line_no = self.next_line;
+        self.next_line += 1;
+        self.counts.lines += 1;
+        if self.mode == Mode::Undecided {
+            let mut p = start;
+            while matches!(buf[p], b' ' | b'\t' | b'\r') {
+                p += 1;
+            }
+            if buf[p] == b'\n' {
+                self.counts.skipped_lines += 1;
+                return p;
+            }
+            self.mode = if !self.options.skip_sequence_ids && buf[start].is_ascii_digit() {
+                Mode::Ids
+            } else {
+                Mode::Lines
+            };
+            self.saw_content = true;
+        }
+        // The id: digits at the very start of the line (ignored in line mode, like CNTK).
+        let mut content = start;
+        let mut id_value = 0u64;
+        while buf[content].is_ascii_digit() {
+            // Up to 19 digits cannot overflow; longer ids are checked below.
+            if content - start < 19 {
+                id_value = id_value * 10 + u64::from(buf[content] - b'0');
+            }
+            content += 1;
+        }
+        let id = if content - start <= 19 {
+            Some(id_value)
+        } else {
+            parse_long_id(&buf[start..content])
+        };
+        match self.mode {
+            Mode::Ids if content > start => {
+                let same = matches!(&self.open, Some(o) if Some(o.key) == id);
+                if !same {
+                    self.end_sequence();
+                    self.begin_sequence(id.unwrap_or(u64::MAX), line_no);
+                    match id {
+                        None => self.sequence_error(
+                            line_no,
+                            format!(
+                                "sequence id '{}' does not fit in 64 bits",
+                                String::from_utf8_lossy(&buf[start..content])
+                            ),
+                        ),
+                        Some(id) => {
+                            if !self.seen_ids.insert(id) {
+                                self.sequence_error(
+                                    line_no,
+                                    format!(
+                                        "sequence id {id} was already used by an earlier \
+                                         sequence (an id may repeat only on adjacent lines)"
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            Mode::Ids => {
+                if self.open.is_none() {
+                    // Unreachable: the first non-blank line of an id-mode file has an id.
+                    self.begin_sequence(u64::MAX, line_no);
+                }
+            }
+            _ => {
+                self.begin_sequence(self.key_base + line_no - 1, line_no);
+            }
+        }
+        let before = self.diags.len();
+        let (outcome, line_end) =
+            self.lines
+                .parse_line(buf, start, content, line_no, &mut self.out, &mut self.diags);
+        let added = (self.diags.len() - before) as u64;
+        self.counts.warnings += added - u64::from(outcome.errors);
+        if let Some(open) = &mut self.open {
+            if outcome.errors > 0 {
+                if open.first_error.is_none() {
+                    open.first_error = self.diags[before..]
+                        .iter()
+                        .find(|d| d.severity == Severity::Error)
+                        .cloned();
+                }
+                open.errors = open.errors.saturating_add(outcome.errors);
+            }
+            if outcome.samples > 0 {
+                open.counted_lines = open.counted_lines.saturating_add(1);
+            } else if outcome.errors == 0 {
+                self.counts.skipped_lines += 1;
+            }
+        }
+        if self.mode == Mode::Lines {
+            self.end_sequence();
+        }
+        line_end
+    }
+
+    fn begin_sequence(&mut self, key: u64, line: u64) {
+        self.open = Some(OpenSequence {
+            key,
+            line,
+            counted_lines: 0,
+            errors: 0,
+            first_error: None,
+        });
+    }
+
+    /// Records an error of the open sequence at column 1 of `line`.
+    fn sequence_error(&mut self, line: u64, message: String) {
+        let diag = Diagnostic {
+            severity: Severity::Error,
+            line,
+            col: 1,
+            message,
+        };
+        if let Some(open) = &mut self.open {
+            if open.first_error.is_none() {
+                open.first_error = Some(diag.clone());
+            }
+            open.errors += 1;
+        }
+        self.diags.push(diag);
+    }
+
+    fn end_sequence(&mut self) {
+        let Some(open) = &self.open else { return };
+        if open.errors == 0 && open.counted_lines == 0 {
+            self.open = None;
+            return; // no configured data: not a sequence
+        }
+        if open.errors == 0 {
+            let (key, line, counted_lines) = (open.key, open.line, open.counted_lines);
+            if let Some(message) = self.sequence_rule_violation(key, counted_lines) {
+                self.sequence_error(line, message);
+            }
+        }
+        let Some(open) = self.open.take() else { return };
+        self.counts.errors += u64::from(open.errors);
+        match open.first_error {
+            Some(first_error) => {
+                self.out.rollback_sequence();
+                self.counts.invalid_sequences += 1;
+                self.invalid.push(InvalidSequence {
+                    key: open.key,
+                    line: open.line,
+                    first_error,
+                    valid_before: self.out.len(),
+                });
+            }
+            None => {
+                self.out.commit_sequence(SequenceInfo {
+                    key: open.key,
+                    line: open.line,
+                    counted_lines: open.counted_lines,
+                });
+                self.counts.sequences += 1;
+            }
+        }
+    }
+
+    /// The first sequence-level rule the open (error-free) sequence breaks, if any.
+    fn sequence_rule_violation(&mut self, key: u64, counted_lines: u32) -> Option<String> {
+        let mut counts = std::mem::take(&mut self.scratch_counts);
+        self.out.open_sequence_counts(&mut counts);
+        let missing: Vec<String> = counts
+            .iter()
+            .zip(self.lines.names())
+            .filter(|(n, _)| **n == 0)
+            .map(|(_, name)| format!("'{name}'"))
+            .collect();
+        let longest = counts.iter().copied().max().unwrap_or(0);
+        let result = if !missing.is_empty() {
+            Some(format!(
+                "sequence {} has no sample of input {}",
+                key,
+                missing.join(", ")
+            ))
+        } else if !self.has_mb_input && (counted_lines as usize) > longest {
+            Some(format!(
+                "sequence {} has {} lines but its longest input has {} samples (an input \
+                 must have a sample on every line of the sequence)",
+                key, counted_lines, longest
+            ))
+        } else if self.options.frame_mode && longest > 1 {
+            Some(format!(
+                "sequence {} has {longest} samples, but frameMode requires one sample per \
+                 sequence",
+                key
+            ))
+        } else {
+            None
+        };
+        self.scratch_counts = counts;
+        result
+    }
+}
+
+/// Parses an id of more than 19 digits: `None` when it does not fit in 64 bits.
+fn parse_long_id(digits: &[u8]) -> Option<u64> {
+    digits.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}

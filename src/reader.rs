@@ -1,0 +1,306 @@
+//! Sequential reading of a corpus: streams every file of a configuration through the parser
+//! in bounded blocks and applies the error policy (SPEC §1).
+//!
+//! This is the streaming path used by `ctf dump` and `ctf validate`: memory stays bounded by
+//! the block size and the longest sequence, never by the file. Invalid sequences are skipped
+//! and reported once each (`traceLevel >= 1`) until more than `maxErrors` have occurred; in
+//! [`ErrorPolicy::ReportAll`] every error is reported and none stops the read.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+
+use crate::config::ReaderConfig;
+use crate::diag::{Diagnostic, Severity};
+use crate::parser::{
+    Element, FatalDataError, ParseCounts, ParsedSequences, StreamOptions, StreamParser,
+};
+
+/// Size of one read from a data file.
+pub const READ_BLOCK_SIZE: usize = 4 << 20;
+
+/// What to do with invalid sequences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorPolicy {
+    /// Skip up to `maxErrors` invalid sequences, reporting each one's first error (at
+    /// `traceLevel >= 1`); fail on the next one.
+    Budget,
+    /// Report every error and warning and never fail on data errors (`ctf validate`).
+    ReportAll,
+}
+
+/// Why a read failed.
+#[derive(Debug)]
+pub enum ReadError {
+    /// A data file could not be opened or read.
+    Io {
+        /// The file, as written in the configuration.
+        file: String,
+        /// The underlying error.
+        error: io::Error,
+    },
+    /// A file-level problem: empty file, UTF-16 text.
+    Fatal {
+        /// The file, as written in the configuration.
+        file: String,
+        /// Where and what.
+        error: FatalDataError,
+    },
+    /// More invalid sequences than `maxErrors` allows.
+    TooManyErrors {
+        /// The file holding the invalid sequence that exceeded the budget.
+        file: String,
+        /// Its first error.
+        last: Diagnostic,
+        /// The configured budget.
+        max_errors: u64,
+    },
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Io { file, error } => write!(f, "{file}: error: cannot read: {error}"),
+            ReadError::Fatal { file, error } if error.line == 0 => {
+                write!(f, "{file}: error: {}", error.message)
+            }
+            ReadError::Fatal { file, error } => {
+                write!(
+                    f,
+                    "{file}:{}:{}: error: {}",
+                    error.line, error.col, error.message
+                )
+            }
+            ReadError::TooManyErrors {
+                file,
+                last,
+                max_errors,
+            } => write!(
+                f,
+                "{file}:{}:{}: error: too many invalid sequences: more than maxErrors = \
+                 {max_errors} (the last one: {})",
+                last.line, last.col, last.message
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// Receives the diagnostics a read reports, with the file they refer to.
+pub type DiagnosticSink = Box<dyn FnMut(&str, &Diagnostic) + Send>;
+
+/// A sink printing diagnostics to standard error as `FILE:LINE:COL: error: MESSAGE`.
+pub fn stderr_sink() -> DiagnosticSink {
+    Box::new(|file, d| eprintln!("{}", d.display_in(file)))
+}
+
+/// Streams the sequences of a corpus, file by file, in batches.
+pub struct SequenceReader<T> {
+    files: Vec<String>,
+    next_file: usize,
+    current: Option<File>,
+    /// Name of the file whose bytes were fed last (diagnostics refer to it).
+    current_name: String,
+    /// An error to return once the sequences before it have been delivered.
+    pending_error: Option<ReadError>,
+    parser: StreamParser<T>,
+    buffer: Vec<u8>,
+    policy: ErrorPolicy,
+    max_errors: u64,
+    trace_level: u32,
+    invalid_so_far: u64,
+    sink: DiagnosticSink,
+    /// Line-mode key of the next file's first line.
+    next_key_base: u64,
+    done: bool,
+}
+
+impl<T: Element> SequenceReader<T> {
+    /// Prepares to read the files of `config`; diagnostics go to `sink`.
+    pub fn new(config: &ReaderConfig, policy: ErrorPolicy, sink: DiagnosticSink) -> Self {
+        let options = StreamOptions {
+            skip_sequence_ids: config.skip_sequence_ids,
+            frame_mode: config.frame_mode,
+        };
+        SequenceReader {
+            files: config.files.clone(),
+            next_file: 0,
+            current: None,
+            current_name: String::new(),
+            pending_error: None,
+            parser: StreamParser::new(&config.inputs, options),
+            buffer: Vec::new(),
+            policy,
+            max_errors: config.max_errors,
+            trace_level: config.trace_level,
+            invalid_so_far: 0,
+            sink,
+            next_key_base: 0,
+            done: false,
+        }
+    }
+
+    /// Counts so far (lines, sequences, errors, warnings).
+    pub fn counts(&self) -> ParseCounts {
+        self.parser.counts()
+    }
+
+    /// The next batch of complete, valid sequences in file order, or `None` at the end.
+    ///
+    /// A batch holds the sequences completed by one block read; it is replaced by the next
+    /// call. An empty batch is never returned. When an error stops the read, the valid
+    /// sequences before the failing point are returned first and the error on the next call.
+    pub fn next_batch(&mut self) -> Result<Option<&ParsedSequences<T>>, ReadError> {
+        self.parser.clear();
+        if let Some(error) = self.pending_error.take() {
+            self.done = true;
+            return Err(error);
+        }
+        while !self.done {
+            if let Err(error) = self.read_step().and_then(|()| self.apply_policy()) {
+                if self.parser.sequences().is_empty() {
+                    self.done = true;
+                    return Err(error);
+                }
+                self.pending_error = Some(error);
+                return Ok(Some(self.parser.sequences()));
+            }
+            if !self.parser.sequences().is_empty() {
+                return Ok(Some(self.parser.sequences()));
+            }
+            self.parser.clear();
+        }
+        Ok(None)
+    }
+
+    /// Reads one block, or finishes a file, or opens the next one.
+    fn read_step(&mut self) -> Result<(), ReadError> {
+        let Some(file) = &mut self.current else {
+            if self.next_file == self.files.len() {
+                self.done = true;
+                return Ok(());
+            }
+            let name = self.files[self.next_file].clone();
+            self.next_file += 1;
+            let file = File::open(&name).map_err(|error| ReadError::Io {
+                file: name.clone(),
+                error,
+            })?;
+            self.parser.start_file(self.next_key_base);
+            self.current = Some(file);
+            self.current_name = name;
+            return Ok(());
+        };
+        self.buffer.resize(READ_BLOCK_SIZE, 0);
+        let n = loop {
+            match file.read(&mut self.buffer) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    return Err(ReadError::Io {
+                        file: self.current_name.clone(),
+                        error,
+                    })
+                }
+            }
+        };
+        let result = if n == 0 {
+            self.current = None;
+            let r = self.parser.finish_file();
+            self.next_key_base += self.parser.lines_in_file();
+            r
+        } else {
+            self.parser.feed(&self.buffer[..n])
+        };
+        result.map_err(|error| ReadError::Fatal {
+            file: self.current_name.clone(),
+            error,
+        })
+    }
+
+    /// Reports the diagnostics of the last step and charges the invalid sequences it
+    /// completed to the budget. When the budget is exceeded, the batch is cut before the
+    /// failing sequence.
+    fn apply_policy(&mut self) -> Result<(), ReadError> {
+        let name = self.current_name.as_str();
+        for d in self.parser.diagnostics() {
+            let wanted = match d.severity {
+                Severity::Warning => self.trace_level >= 1,
+                Severity::Error => self.policy == ErrorPolicy::ReportAll,
+            };
+            if wanted {
+                (self.sink)(name, d);
+            }
+        }
+        if self.policy == ErrorPolicy::ReportAll {
+            return Ok(());
+        }
+        let mut failure = None;
+        for seq in self.parser.invalid_sequences() {
+            self.invalid_so_far += 1;
+            if self.invalid_so_far > self.max_errors {
+                failure = Some((seq.valid_before, seq.first_error.clone()));
+                break;
+            }
+            if self.trace_level >= 1 {
+                (self.sink)(name, &seq.first_error);
+            }
+        }
+        if let Some((valid_before, last)) = failure {
+            self.parser.truncate_sequences(valid_before);
+            return Err(ReadError::TooManyErrors {
+                file: name.to_string(),
+                last,
+                max_errors: self.max_errors,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Everything a whole-corpus read produced (see [`read_all`]).
+#[derive(Debug)]
+pub struct ReadOutcome<T> {
+    /// The valid sequences, in file order (up to a failure, if any).
+    pub sequences: ParsedSequences<T>,
+    /// The diagnostics reported, with their file.
+    pub diagnostics: Vec<(String, Diagnostic)>,
+    /// Final counts.
+    pub counts: ParseCounts,
+    /// The error that stopped the read, if any.
+    pub error: Option<ReadError>,
+}
+
+/// Reads a whole corpus into memory: for tests and small files (memory grows with the data).
+pub fn read_all<T: Element>(config: &ReaderConfig, policy: ErrorPolicy) -> ReadOutcome<T> {
+    use std::sync::{Arc, Mutex};
+    let collected = Arc::new(Mutex::new(Vec::new()));
+    let sink_target = Arc::clone(&collected);
+    let sink: DiagnosticSink = Box::new(move |file, d| {
+        if let Ok(mut v) = sink_target.lock() {
+            v.push((file.to_string(), d.clone()));
+        }
+    });
+    let mut reader = SequenceReader::<T>::new(config, policy, sink);
+    let mut sequences = ParsedSequences::new(&config.inputs);
+    let error = loop {
+        match reader.next_batch() {
+            Ok(Some(batch)) => sequences.append(batch),
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    let counts = reader.counts();
+    drop(reader);
+    let diagnostics = match Arc::try_unwrap(collected) {
+        Ok(m) => m.into_inner().unwrap_or_default(),
+        Err(shared) => shared.lock().map(|v| v.clone()).unwrap_or_default(),
+    };
+    ReadOutcome {
+        sequences,
+        diagnostics,
+        counts,
+        error,
+    }
+}

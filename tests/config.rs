@@ -1,0 +1,1228 @@
+//! Integration tests of the configuration module: the BrainScript language as it appears in
+//! CNTK configuration files, reader-section selection and extraction in both reader forms,
+//! every error and warning, and the Rust builder.
+
+use std::path::Path;
+
+use ctf_reader::config::brainscript::{parse, Evaluator, Value};
+use ctf_reader::config::{ConfigDocument, ConfigError, ConfigWarning, DEFAULT_CHUNK_SIZE_IN_BYTES};
+use ctf_reader::{InputConfig, Precision, ReaderConfig, ReaderForm, StorageFormat};
+
+const SOURCE: &str = "test.cntk";
+
+fn read_section(text: &str, section: Option<&str>) -> (ReaderConfig, Vec<ConfigWarning>) {
+    match ReaderConfig::from_brainscript(text, SOURCE, section) {
+        Ok(result) => result,
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+}
+
+fn read(text: &str) -> ReaderConfig {
+    let (config, warnings) = read_section(text, None);
+    assert!(warnings.is_empty(), "unexpected warnings: {warnings:?}");
+    config
+}
+
+fn error_in(text: &str, section: Option<&str>) -> ConfigError {
+    match ReaderConfig::from_brainscript(text, SOURCE, section) {
+        Ok((config, _)) => panic!("expected an error, got {config:?}"),
+        Err(e) => e,
+    }
+}
+
+/// Asserts the error's position and that its message contains every fragment.
+fn assert_error(text: &str, line: u32, col: u32, fragments: &[&str]) {
+    let e = error_in(text, None);
+    assert_eq!((e.line(), e.col()), (line, col), "position of: {e}");
+    for fragment in fragments {
+        assert!(e.message().contains(fragment), "'{fragment}' not in: {e}");
+    }
+    assert_eq!(
+        e.to_string(),
+        format!("{SOURCE}:{line}:{col}: error: {}", e.message())
+    );
+}
+
+/// A legacy reader section around the given input and extra parameter lines.
+fn legacy(params: &str, inputs: &str) -> String {
+    format!(
+        "reader = [\n    readerType = \"CNTKTextFormatReader\"\n    file = \"data.ctf\"\n{params}\n    input = [\n{inputs}\n    ]\n]\n"
+    )
+}
+
+const ONE_INPUT: &str = "        x = [ dim = 3; format = \"dense\" ]";
+
+// ---------------------------------------------------------------------------------------
+// Seed 001: both reader forms, verbatim.
+// ---------------------------------------------------------------------------------------
+
+const SEED_SIMPLE: &str = r#"reader = [
+    readerType = "CNTKTextFormatReader"
+    file = "c:\mydata\SampleInput.txt" # See the second example for Linux path example
+
+    # IMPORTANT!
+    # All inputs are grouped within "input" sub-section.
+    input = [
+        A = [
+            dim = 5
+            format = "dense"
+        ]
+        B = [
+            dim = 1000000
+            format = "sparse"
+        ]
+        C = [
+            dim = 1
+            format = "dense"
+        ]
+    ]
+]
+# the rest of the cntk config ...
+"#;
+
+const SEED_EXTENDED: &str = r#"precision="double"
+
+reader = [
+    readerType = "CNTKTextFormatReader"
+    file = "/home/mydata/SampleInput.txt" # See the first example for Windows style path example
+    randomize = true
+    randomizationWindow = 30
+    skipSequenceIds = false
+    maxErrors = 100
+    traceLevel = 2
+
+    chunkSizeInBytes = 1024
+
+    keepDataInMemory = true
+    frameMode = false
+
+    input = [
+        Some_very_long_input_name = [
+            alias = "a"
+            dim = 3
+            format = "dense"
+        ]
+        Some_other_also_very_long_input_name = [
+            alias = "b"
+            dim = 2
+            format = "dense"
+        ]
+    ]
+]
+# the rest of the cntk config ...
+"#;
+
+const SEED_COMPOSITE: &str = r#"reader = {
+        verbosity = 0 ;
+        randomize = true;
+        randomizationWindow=30
+        deserializers = ({
+            type = "CNTKTextFormatDeserializer" ; module = "CNTKTextFormatReader"
+            file = "/home/mydata/SampleInput.txt" # See the first example for Windows style path example
+            maxErrors = 100
+            skipSequenceIds = false
+            traceLevel = 2
+            input = {
+                qu1fea = {alias = "qui"; dim = 95589; format = "sparse"}
+                qu2fea = {alias = "quj"; dim = 95589; format = "sparse"}
+                pairweight = {alias = "wij"; dim = 1; format = "dense"}
+            }
+        })
+    }
+"#;
+
+#[test]
+fn seed_simple_legacy_example() {
+    let c = read(SEED_SIMPLE);
+    assert_eq!(c.form, ReaderForm::Legacy);
+    assert_eq!(c.files, [r"c:\mydata\SampleInput.txt"]);
+    assert_eq!(
+        c.inputs,
+        [
+            InputConfig::dense("A", 5),
+            InputConfig::sparse("B", 1_000_000),
+            InputConfig::dense("C", 1)
+        ]
+    );
+    // Everything else keeps the defaults of seed 001.
+    let defaults = ReaderConfig::builder()
+        .file(r"c:\mydata\SampleInput.txt")
+        .inputs(c.inputs.clone())
+        .build()
+        .unwrap();
+    assert_eq!(c, defaults);
+}
+
+#[test]
+fn seed_extended_legacy_example() {
+    let c = read(SEED_EXTENDED);
+    assert_eq!(c.files, ["/home/mydata/SampleInput.txt"]);
+    assert_eq!(
+        c.precision,
+        Precision::Double,
+        "inherited from the top level"
+    );
+    assert!(c.randomize);
+    assert_eq!(c.randomization_window, Some(30));
+    assert!(!c.skip_sequence_ids);
+    assert_eq!(c.max_errors, 100);
+    assert_eq!(c.trace_level, 2);
+    assert_eq!(c.chunk_size_in_bytes, 1024);
+    assert!(c.keep_data_in_memory);
+    assert!(!c.frame_mode);
+    assert_eq!(
+        c.inputs,
+        [
+            InputConfig::dense("Some_very_long_input_name", 3).with_alias("a"),
+            InputConfig::dense("Some_other_also_very_long_input_name", 2).with_alias("b"),
+        ]
+    );
+}
+
+#[test]
+fn seed_composite_example() {
+    let c = read(SEED_COMPOSITE);
+    assert_eq!(c.form, ReaderForm::Composite);
+    assert_eq!(c.files, ["/home/mydata/SampleInput.txt"]);
+    assert_eq!(c.verbosity, 0);
+    assert!(c.randomize);
+    assert_eq!(
+        c.randomization_window,
+        Some(30),
+        "reader-level key reaches the deserializer"
+    );
+    assert_eq!(c.max_errors, 100);
+    assert_eq!(c.trace_level, 2);
+    // Configuration order, not alphabetical order.
+    assert_eq!(
+        c.inputs,
+        [
+            InputConfig::sparse("qu1fea", 95589).with_alias("qui"),
+            InputConfig::sparse("qu2fea", 95589).with_alias("quj"),
+            InputConfig::dense("pairweight", 1).with_alias("wij"),
+        ]
+    );
+}
+
+#[test]
+fn builder_and_brainscript_agree() {
+    let built = ReaderConfig::builder()
+        .file("/home/mydata/SampleInput.txt")
+        .input(InputConfig::sparse("qu1fea", 95589).with_alias("qui"))
+        .input(InputConfig::sparse("qu2fea", 95589).with_alias("quj"))
+        .input(InputConfig::dense("pairweight", 1).with_alias("wij"))
+        .randomization_window(30)
+        .max_errors(100)
+        .trace_level(2)
+        .verbosity(0)
+        .form(ReaderForm::Composite)
+        .build()
+        .unwrap();
+    assert_eq!(read(SEED_COMPOSITE), built);
+}
+
+// ---------------------------------------------------------------------------------------
+// Seed 002: every construct that can appear in a configuration file.
+// ---------------------------------------------------------------------------------------
+
+const SEED_002_CONSTRUCTS: &str = r#"
+numbers = 13 : 42 : 3.1415926538 : 1e30
+bools = true : false
+names = "my_model.dnn" : 'single quotes'
+quote = "He'd say " + '"Yes!" in a jiffy.'
+I3 = Parameter (3, 3, init='fromLiteral', initFromLiteral = '1 0 0
+0 1 0
+0 0 1')
+arith = a + b - c * d / e .* f
+a = 1; b = 2; c = 3; d = 4; e = 8; f = 2
+logic = (1 < 2) && (2 <= 2) || !(3 > 4) && (4 >= 4) && (1 == 1) && (1 != 2)
+neg = -a
+cond = if a == 1 then "one" else "other"
+DNNLayerStack (x, numLayers) =
+    if numLayers == 1
+    then DNNLayer (x, hiddenDim, featDim)
+    else DNNLayer (DNNLayerStack (x, numLayers-1), # add a layer to a stack of numLayers-1
+                   hiddenDim, hiddenDim)
+h = DenseLayer {1024} (v)
+rec = {
+    x = 13
+    y = x * factorParameter
+    f (z) = y + z
+}
+factorParameter = 2
+rx = rec.x
+ry = rec.y
+imageDims = (256 : 256 : 3)
+inputFilter = ParameterTensor {imageDims}
+third = imageDims[2]
+arr[i:i0..i1] = f(i)
+stack1 = [
+    layers[l:1..L] =
+        if l == 1
+        then DNNLayer (x, hiddenDim, featDim)
+        else DNNLayer (layers[l-1], hiddenDim, hiddenDim)
+]
+stack2 = [
+    layers = array[1..L] (l =>
+        if l == 1
+        then DNNLayer (x, hiddenDim, featDim)
+        else DNNLayer (layers[l-1], hiddenDim, hiddenDim)
+    )
+]
+Layer1 (x, m, n, f) = f (ParameterTensor {(m:n)} * x + ParameterTensor {n})
+h1 = Layer1 (x, 512, 40, Sigmoid)
+h2 = Layer1 (x, 512, 40, (x => Log (Constant(1) + Exp (x))))
+Layer {m, n, f} = {
+    W = ParameterTensor {(m:n)} # parameter creation
+    b = ParameterTensor {n}
+    apply (x) = f (W * x + b) # the function to apply to data
+}.apply
+h3 = Layer {512, 40, Sigmoid} (x)
+BrainScriptNetworkBuilder = (new ComputationNetwork { featureNodes = (features) })
+Tanh (z, tag='') = new ComputationNode { operation = 'Tanh' ; inputs = z /* plus the function args */ }
+Layers = {
+    Affine (x, m, n) = ParameterTensor {(m:n)} * x + ParameterTensor {n}
+    Sigmoid (x, m, n) = Sigmoid (Affine (x, m, n))
+    ReLU (x, m, n) = RectifiedLinear (Affine (x, m, n))
+}
+# 1-hidden layer MLP
+ce = CrossEntropyWithSoftmax (Layers.Affine (Layers.Sigmoid (feat, 512, 40), 9000, 512))
+squared = { x = 13 ; y = x * x }.y
+SigmoidLayer (m, n, x) = {
+    W = Parameter (m, n, init='uniform')
+    b = Parameter (m, 1, init='value', initValue=0)
+    h = Sigmoid (W * x + b)
+}.h
+fsharp = [| 1; 2; 3 |]
+records = ({ k = 1 } : { k = 2 })
+reader = [
+    readerType = "CNTKTextFormatReader"
+    file = names[0] + ".ctf"
+    input = [ x = [ dim = third * rx; format = "dense" ] ]
+]
+"#;
+
+fn eval_member(text: &str, name: &str) -> String {
+    let doc = parse(text).unwrap();
+    let mut eval = Evaluator::new(&doc);
+    let root = eval.root();
+    match eval.get(&root, name) {
+        Ok(Some(Value::Number(n))) => format!("{n}"),
+        Ok(Some(Value::Str(s))) => s,
+        Ok(Some(Value::Bool(b))) => format!("{b}"),
+        Ok(Some(Value::Array(items))) => format!("array of {}", items.len()),
+        Ok(Some(Value::Record(r))) => format!("record at {}", r.pos()),
+        Ok(None) => "missing".to_string(),
+        Err(e) => format!("error {e}"),
+    }
+}
+
+#[test]
+fn seed_002_constructs_parse_and_evaluate() {
+    let t = SEED_002_CONSTRUCTS;
+    assert_eq!(eval_member(t, "numbers"), "array of 4");
+    assert_eq!(eval_member(t, "bools"), "array of 2");
+    assert_eq!(eval_member(t, "quote"), "He'd say \"Yes!\" in a jiffy.");
+    assert_eq!(eval_member(t, "arith"), "0"); // 1 + 2 - 3*4/8*2
+    assert_eq!(eval_member(t, "logic"), "true");
+    assert_eq!(eval_member(t, "neg"), "-1");
+    assert_eq!(eval_member(t, "cond"), "one");
+    assert_eq!(eval_member(t, "rx"), "13");
+    assert_eq!(eval_member(t, "ry"), "26"); // factorParameter from the enclosing record
+    assert_eq!(eval_member(t, "third"), "3");
+    assert_eq!(eval_member(t, "squared"), "169");
+    assert_eq!(eval_member(t, "fsharp"), "array of 3");
+    assert_eq!(eval_member(t, "records"), "array of 2");
+    // The string literal spans lines and keeps them.
+    let doc = parse(t).unwrap();
+    let i3 = doc.members.iter().find(|m| m.name == "I3").unwrap();
+    let printed = format!("{:?}", i3.value);
+    assert!(printed.contains("1 0 0\\n0 1 0\\n0 0 1"), "{printed}");
+    // The reader section evaluates in the middle of all of this.
+    let c = read(t);
+    assert_eq!(c.files, ["my_model.dnn.ctf"]);
+    assert_eq!(c.inputs, [InputConfig::dense("x", 39)]);
+}
+
+#[test]
+fn network_constructs_are_errors_only_when_evaluated() {
+    let t = SEED_002_CONSTRUCTS;
+    for (name, fragment) in [
+        ("I3", "function 'Parameter'"),
+        ("h", "function call"),
+        ("DNNLayerStack", "lambda"),
+        ("arr", "'array[..]'"),
+        ("BrainScriptNetworkBuilder", "'new ComputationNetwork'"),
+        ("ce", "function 'CrossEntropyWithSoftmax'"),
+    ] {
+        let result = eval_member(t, name);
+        assert!(
+            result.starts_with("error ") && result.contains(fragment),
+            "{name}: {result}"
+        );
+    }
+}
+
+#[test]
+fn legacy_config_syntax_parses() {
+    let text = r#"
+# A legacy CNTK configuration
+RootDir = ".."
+ConfigDir = "$RootDir$/Config"
+command = train:test
+deviceId = $DeviceId$
+precision = float
+stderr = "$OutputDir$/log"
+ndlMacros = $ConfigDir$/Macros.ndl
+traceLevel = 1
+train = [
+    action = train
+    modelPath = "$ModelDir$/model.dnn"
+    SGD = [ learningRatesPerMB = 0.1*5:0.3; momentumPerMB = 0.9; maxEpochs = 10, minibatchSize = 128:256 ]
+    reader = [
+        readerType = CNTKTextFormatReader
+        file = "data/train.txt"
+        randomize = none
+        input = [ features = [ dim = 784; format = dense ]; labels = [ dim = 10; format = sparse ] ]
+    ]
+]
+"#;
+    let (c, warnings) = read_section(text, Some("train"));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(c.precision, Precision::Float);
+    assert!(!c.randomize, "randomize = none means no randomization");
+    assert_eq!(c.trace_level, 1, "traceLevel from the top level");
+    assert_eq!(
+        c.inputs,
+        [
+            InputConfig::dense("features", 784),
+            InputConfig::sparse("labels", 10)
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Lazy evaluation.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn unsupported_constructs_in_unused_members_are_fine() {
+    let text = format!(
+        "{}\nmacro = $DeviceId$\ncall = Unknown(1, 2)\nlambda = (x => x * 2)\nnet = new ComputationNetwork {{ a = b }}\ncycle1 = cycle2\ncycle2 = cycle1\nbad = 'a' + 1\nundefined = nothing + 1\n",
+        legacy("", ONE_INPUT)
+    );
+    let c = read(&text);
+    assert_eq!(c.inputs, [InputConfig::dense("x", 3)]);
+}
+
+#[test]
+fn unsupported_constructs_in_used_members_are_errors() {
+    // The macro is reported where it is written, with the parameter that needed it.
+    let text = "reader = [\n  file = \"a\"\n  input = [ x = [ dim = d; format = \"dense\" ] ]\n]\nd = $Dim$\n";
+    assert_error(
+        text,
+        5,
+        5,
+        &[
+            "parameter 'dim' of input 'x' (at 3:25)",
+            "macro '$Dim$' is not supported",
+        ],
+    );
+    let text =
+        "reader = [\n  file = \"a\"\n  input = [ x = [ dim = Dim(3); format = \"dense\" ] ]\n]\n";
+    assert_error(
+        text,
+        3,
+        28,
+        &["parameter 'dim' of input 'x'", "a call of function 'Dim'"],
+    );
+    let text =
+        "reader = [\n  file = (x => x)\n  input = [ x = [ dim = 1; format = \"dense\" ] ]\n]\n";
+    assert_error(text, 2, 11, &["parameter 'file'", "lambda"]);
+    let text = "reader = [\n  file = \"a\"\n  chunkSizeInBytes = new Size { }\n  input = [ x = [ dim = 1; format = \"dense\" ] ]\n]\n";
+    assert_error(text, 3, 22, &["parameter 'chunkSizeInBytes'", "'new Size'"]);
+    let text = "reader = [\n  file = \"a\"\n  maxErrors = m\n  input = [ x = [ dim = 1; format = \"dense\" ] ]\n]\nm = n + 1\nn = m\n";
+    assert_error(
+        text,
+        6,
+        1,
+        &[
+            "parameter 'maxErrors' (at 3:15)",
+            "cycle: m (6:1) -> n (7:1) -> m (6:1)",
+        ],
+    );
+    let text =
+        "reader = [\n  file = $DataDir$\n  input = [ x = [ dim = 1; format = \"dense\" ] ]\n]\n";
+    assert_error(text, 2, 10, &["macro '$DataDir$'", "--file"]);
+}
+
+#[test]
+fn macros_inside_string_values_are_errors() {
+    let text = "reader = [\n  file = \"$DataDir$/train.txt\"\n  input = [ x = [ dim = 1; format = \"dense\" ] ]\n]\n";
+    assert_error(
+        text,
+        2,
+        10,
+        &["parameter 'file' uses the macro '$DataDir$'", "pass --file"],
+    );
+    let text = "reader = [\n  file = \"a\"\n  input = [ x = [ dim = 1; format = \"$Fmt$\" ] ]\n]\n";
+    assert_error(
+        text,
+        3,
+        37,
+        &["parameter 'format' of input 'x' uses the macro '$Fmt$'"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Lookup rules: inheritance, case, `default`, expressions, unquoted words.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn keys_are_inherited_from_enclosing_records() {
+    let text = format!(
+        "precision = \"double\"\ntraceLevel = 0\ntrain = [\n  maxErrors = 5\n  {}\n]\n",
+        legacy("    traceLevel = 2", ONE_INPUT).replace('\n', "\n  ")
+    );
+    let c = read(&text);
+    assert_eq!(c.precision, Precision::Double);
+    assert_eq!(c.max_errors, 5);
+    assert_eq!(c.trace_level, 2, "the nearest definition wins");
+}
+
+#[test]
+fn composite_reader_keys_reach_the_deserializer() {
+    let text = r#"
+precision = "double"
+reader = {
+    randomize = false
+    maxErrors = 7
+    keepDataInMemory = true
+    file = "outer.ctf"
+    traceLevel = 0
+    deserializers = ({
+        type = "CNTKTextFormatDeserializer"
+        traceLevel = 2
+        input = { x = { dim = 2; format = "dense" } }
+    })
+}
+"#;
+    let c = read(text);
+    assert_eq!(c.form, ReaderForm::Composite);
+    assert_eq!(c.precision, Precision::Double);
+    assert!(!c.randomize);
+    assert_eq!(c.max_errors, 7);
+    assert!(c.keep_data_in_memory);
+    assert_eq!(c.files, ["outer.ctf"]);
+    assert_eq!(c.trace_level, 2, "the deserializer's own key wins");
+}
+
+#[test]
+fn keys_are_case_insensitive() {
+    let text = r#"
+READER = [
+    READERTYPE = "cntktextformatreader"
+    FILE = "a.ctf"
+    Precision = "Double"
+    RANDOMIZE = FALSE_VALUE
+    MaxErrors = 2
+    Input = [ Feat = [ DIM = 4; FORMAT = "DENSE"; Alias = "f"; DefinesMbSize = true ] ]
+]
+false_value = false
+"#;
+    let c = read(text);
+    assert_eq!(c.precision, Precision::Double);
+    assert!(!c.randomize);
+    assert_eq!(c.max_errors, 2);
+    assert_eq!(
+        c.inputs,
+        [InputConfig::dense("Feat", 4)
+            .with_alias("f")
+            .defining_mb_size()]
+    );
+}
+
+#[test]
+fn default_means_the_default() {
+    let text = format!(
+        "traceLevel = 2\nprecision = \"double\"\n{}",
+        legacy(
+            "    traceLevel = \"default\"\n    precision = default\n    randomize = 'Default'\n    chunkSizeInBytes = \"DEFAULT\"",
+            "        x = [ dim = 3; format = \"dense\"; alias = \"default\" ]"
+        )
+    );
+    let c = read(&text);
+    assert_eq!(c.trace_level, 1);
+    assert_eq!(c.precision, Precision::Float);
+    assert!(c.randomize);
+    assert_eq!(c.chunk_size_in_bytes, DEFAULT_CHUNK_SIZE_IN_BYTES);
+    assert_eq!(c.inputs[0].alias, "x");
+}
+
+#[test]
+fn values_are_expressions() {
+    let text = r#"
+reader = [
+    file = dir + "/x.txt"
+    randomizationWindow = 2 * windowChunks
+    randomize = windowChunks > 1 && !noShuffle
+    input = [
+        image = [ dim = 28*28; format = "dense" ]
+        label = [ dim = classes; format = if classes > 100 then "sparse" else "dense" ]
+    ]
+]
+dir = root + "/data"
+root = "/home/me"
+windowChunks = 4
+noShuffle = false
+classes = 10
+"#;
+    let c = read(text);
+    assert_eq!(c.files, ["/home/me/data/x.txt"]);
+    assert_eq!(c.randomization_window, Some(8));
+    assert!(c.randomize);
+    assert_eq!(
+        c.inputs,
+        [
+            InputConfig::dense("image", 784),
+            InputConfig::dense("label", 10)
+        ]
+    );
+}
+
+#[test]
+fn several_files() {
+    let text = legacy("", ONE_INPUT).replace(
+        "file = \"data.ctf\"",
+        "file = \"a.ctf\" : \"b.ctf\" : dir + \"c.ctf\"",
+    );
+    let c = read(&format!("{text}dir = \"d/\"\n"));
+    assert_eq!(c.files, ["a.ctf", "b.ctf", "d/c.ctf"]);
+}
+
+#[test]
+fn unquoted_words_are_strings_unless_defined() {
+    let text = "reader = [\n  readerType = CNTKTextFormatReader\n  file = data\n  precision = double\n  input = [ x = [ dim = 1; format = dense ]; y = [ dim = 2; format = sparse; alias = why ] ]\n]\nsparse = \"dense\"\n";
+    let c = read(text);
+    assert_eq!(c.files, ["data"]);
+    assert_eq!(c.precision, Precision::Double);
+    // `sparse` is a member of the document, so it is a reference, not a word.
+    assert_eq!(
+        c.inputs,
+        [
+            InputConfig::dense("x", 1),
+            InputConfig::dense("y", 2).with_alias("why")
+        ]
+    );
+}
+
+#[test]
+fn all_scalar_parameters() {
+    let c = read(&legacy(
+        "    precision = \"double\"\n    randomize = false\n    randomizationSeed = 42\n    randomizationWindow = 1000\n    sampleBasedRandomizationWindow = true\n    skipSequenceIds = true\n    maxErrors = 3\n    traceLevel = 0\n    chunkSizeInBytes = 0\n    keepDataInMemory = true\n    frameMode = true\n    cacheIndex = true\n    verbosity = 2",
+        ONE_INPUT,
+    ));
+    let expected = ReaderConfig::builder()
+        .file("data.ctf")
+        .input(InputConfig::dense("x", 3))
+        .precision(Precision::Double)
+        .randomize(false)
+        .randomization_seed(42)
+        .randomization_window(1000)
+        .sample_based_randomization_window(true)
+        .skip_sequence_ids(true)
+        .max_errors(3)
+        .trace_level(0)
+        .chunk_size_in_bytes(0)
+        .keep_data_in_memory(true)
+        .frame_mode(true)
+        .cache_index(true)
+        .verbosity(2)
+        .build()
+        .unwrap();
+    assert_eq!(c, expected);
+    let c = read(&legacy(
+        "    randomize = \"auto\"\n    randomizationWindow = auto",
+        ONE_INPUT,
+    ));
+    assert!(c.randomize);
+    assert_eq!(c.randomization_window, None);
+}
+
+#[test]
+fn inputs_keep_configuration_order_and_flags() {
+    let c = read(&legacy(
+        "",
+        "        zeta = [ dim = 1; format = \"dense\" ]\n        alpha = [ dim = 2; format = \"sparse\"; definesMBSize = true ]\n        Mid = [ dim = 3; format = \"Dense\"; alias = \"m\" ]",
+    ));
+    let names: Vec<&str> = c.inputs.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["zeta", "alpha", "Mid"]);
+    assert_eq!(c.mb_size_input(), Some(1));
+    assert_eq!(c.inputs[1].format, StorageFormat::Sparse);
+}
+
+// ---------------------------------------------------------------------------------------
+// Section selection (SPEC §7.5).
+// ---------------------------------------------------------------------------------------
+
+fn section_doc(top: &str) -> String {
+    format!(
+        "{top}\ntrain = [\n  action = \"train\"\n  reader = [ file = \"train.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]\n]\ntest = [\n  reader = [ file = \"test.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]\n]\n"
+    )
+}
+
+fn file_of(text: &str, section: Option<&str>) -> String {
+    let (c, _) = read_section(text, section);
+    c.files.join(",")
+}
+
+#[test]
+fn top_level_reader_wins() {
+    let text = section_doc("command = test\nreader = [ file = \"top.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]");
+    assert_eq!(file_of(&text, None), "top.ctf");
+}
+
+#[test]
+fn command_selects_the_section() {
+    assert_eq!(file_of(&section_doc("command = train"), None), "train.ctf");
+    assert_eq!(
+        file_of(&section_doc("command = \"test\""), None),
+        "test.ctf"
+    );
+    assert_eq!(
+        file_of(&section_doc("Command = write:test"), None),
+        "test.ctf"
+    );
+    for command in ["command = train:test", "command = \"train:test\""] {
+        let e = error_in(&section_doc(command), None);
+        assert!(
+            e.message()
+                .contains("several reader sections found: train.reader (4:3), test.reader (7:3)"),
+            "{e}"
+        );
+        assert_eq!(e.to_string(), format!("{SOURCE}: error: {}", e.message()));
+    }
+}
+
+#[test]
+fn the_only_reader_anywhere() {
+    let text = "a = [ b = [ c = 1\n reader = [ file = \"deep.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ] ] ]\nother = [ cvReader = [ ] ]";
+    assert_eq!(file_of(text, None), "deep.ctf");
+    // A command naming a section without a reader falls back to the search.
+    assert_eq!(
+        file_of(&format!("command = other\n{text}"), None),
+        "deep.ctf"
+    );
+}
+
+#[test]
+fn several_or_no_readers() {
+    let e = error_in(&section_doc(""), None);
+    assert!(
+        e.message()
+            .contains("train.reader (4:3), test.reader (7:3)"),
+        "{e}"
+    );
+    assert!(e.message().contains("--section"), "{e}");
+    let e = error_in("a = 1\nb = [ c = 2 ]\n", None);
+    assert!(e.message().contains("no reader section found"), "{e}");
+}
+
+#[test]
+fn explicit_sections() {
+    let text = section_doc("command = train:test");
+    assert_eq!(file_of(&text, Some("train")), "train.ctf");
+    assert_eq!(file_of(&text, Some("TEST")), "test.ctf");
+    assert_eq!(file_of(&text, Some("train.reader")), "train.ctf");
+    assert_eq!(file_of(&text, Some("Test.Reader")), "test.ctf");
+    let deep = "a = [ b = [ reader = [ file = \"ab.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ] ] ]";
+    assert_eq!(file_of(deep, Some("a.b.reader")), "ab.ctf");
+    assert_eq!(file_of(deep, Some("a.b")), "ab.ctf");
+    let direct = "cv = [ file = \"cv.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]";
+    assert_eq!(file_of(direct, Some("cv")), "cv.ctf");
+
+    let e = error_in(&text, Some("validate"));
+    assert!(e.message().contains("section 'validate' not found"), "{e}");
+    let e = error_in(&text, Some("train.reader.input.x.y"));
+    assert!(
+        e.message().contains("there is no 'train.reader.input.x.y'"),
+        "{e}"
+    );
+    let e = error_in("a = [ b = 1 ]", Some("a"));
+    assert!(e.message().contains("holds no 'reader'"), "{e}");
+    let e = error_in("a = [ b = 1 ]", Some("a.b"));
+    assert!(
+        e.message().contains("'a.b' is a number, not a record"),
+        "{e}"
+    );
+    assert_eq!((e.line(), e.col()), (1, 11));
+    let e = error_in("a = [ b = 1 ]", Some("a..b"));
+    assert!(e.message().contains("invalid section path"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors: each names the parameter and points at it.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn missing_required_parameters() {
+    assert_error(
+        "reader = [\n  input = [ x = [ dim = 1; format = \"dense\" ] ]\n]",
+        1,
+        10,
+        &["missing required parameter 'file'"],
+    );
+    assert_error(
+        "reader = [\n  file = \"a\"\n]",
+        1,
+        10,
+        &["missing required parameter 'input'"],
+    );
+    assert_error(
+        "reader = [\n  file = \"a\"\n  input = [ ]\n]",
+        3,
+        11,
+        &["'input' defines no inputs"],
+    );
+    assert_error(
+        "reader = [\n  file = \"a\"\n  input = [ x = [ format = \"dense\" ] ]\n]",
+        3,
+        17,
+        &["input 'x' is missing required parameter 'dim'"],
+    );
+    assert_error(
+        "reader = [\n  file = \"a\"\n  input = [ x = [ dim = 2 ] ]\n]",
+        3,
+        17,
+        &["input 'x' is missing required parameter 'format'"],
+    );
+}
+
+#[test]
+fn wrong_values() {
+    let cases: &[(&str, &str, u32, u32, &str)] = &[
+        ("", "        x = [ dim = 0; format = \"dense\" ]", 6, 21, "parameter 'dim' of input 'x' must be a positive integer, got 0"),
+        ("", "        x = [ dim = -1; format = \"dense\" ]", 6, 21, "parameter 'dim' of input 'x' must be a positive integer, got -1"),
+        ("", "        x = [ dim = 2.5; format = \"dense\" ]", 6, 21, "got 2.5"),
+        ("", "        x = [ dim = \"3\"; format = \"dense\" ]", 6, 21, "got '3'"),
+        ("", "        x = [ dim = 3; format = \"dens\" ]", 6, 33, "unknown format 'dens' for input 'x': expected 'dense' or 'sparse'"),
+        ("", "        x = [ dim = 3; format = 1 ]", 6, 33, "parameter 'format' of input 'x' must be a string, got 1"),
+        ("", "        x = [ dim = 2147483648; format = \"sparse\" ]", 6, 21, "sparse input 'x' must be at most 2147483647"),
+        ("", "        x = [ dim = 1; format = \"dense\"; alias = \"\" ]", 6, 50, "'alias' of input 'x' must not be empty"),
+        ("", "        x = [ dim = 1; format = \"dense\"; alias = \"a\" ]\n        y = [ dim = 1; format = \"dense\"; alias = \"a\" ]", 7, 50, "alias 'a' is used by both input 'x' and input 'y'"),
+        ("", "        x = [ dim = 1; format = \"dense\" ]\n        X = [ dim = 1; format = \"dense\" ]", 7, 9, "input names 'x' and 'X' collide"),
+        ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = true ]\n        y = [ dim = 1; format = \"dense\"; definesMBSize = true ]", 7, 58, "only one input may set 'definesMBSize', but 2 do: x, y"),
+        ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = 1 ]", 6, 58, "'definesMBSize' of input 'x' must be a boolean"),
+        ("", "        x = 3", 6, 13, "input 'x' must be a record"),
+        ("    precision = \"half\"", ONE_INPUT, 4, 17, "parameter 'precision' must be 'float' or 'double', got 'half'"),
+        ("    randomize = 3", ONE_INPUT, 4, 17, "parameter 'randomize' must be a boolean (true or false), got 3"),
+        ("    maxErrors = -1", ONE_INPUT, 4, 17, "parameter 'maxErrors' must be a non-negative integer, got -1"),
+        ("    chunkSizeInBytes = 1.5", ONE_INPUT, 4, 24, "parameter 'chunkSizeInBytes' must be a non-negative integer, got 1.5"),
+        ("    traceLevel = \"high\"", ONE_INPUT, 4, 18, "parameter 'traceLevel' must be a non-negative integer below 2^32, got 'high'"),
+        ("    traceLevel = 1e10", ONE_INPUT, 4, 18, "below 2^32"),
+        ("    randomizationSeed = seed", ONE_INPUT, 4, 25, "got the undefined name 'seed'"),
+        ("    frameMode = \"yes\"", ONE_INPUT, 4, 17, "parameter 'frameMode' must be a boolean"),
+        ("    randomize = true\n    Randomize = false", ONE_INPUT, 5, 5, "parameter 'Randomize' is given twice ('randomize' at 4:5"),
+    ];
+    for (params, inputs, line, col, fragment) in cases {
+        assert_error(&legacy(params, inputs), *line, *col, &[fragment]);
+    }
+}
+
+#[test]
+fn wrong_files() {
+    let with_file = |file: &str| {
+        format!(
+            "reader = [\n  file = {file}\n  input = [ x = [ dim = 1; format = \"dense\" ] ]\n]\n"
+        )
+    };
+    assert_error(
+        &with_file("3"),
+        2,
+        10,
+        &["parameter 'file' must be a string or an array of strings, got 3"],
+    );
+    assert_error(&with_file("\"a\" : 3"), 2, 10, &["an element is a number"]);
+    assert_error(
+        &with_file("\"\""),
+        2,
+        10,
+        &["parameter 'file' must not be an empty path"],
+    );
+    assert_error(
+        &with_file("unknown + \"x\""),
+        2,
+        10,
+        &["parameter 'file'", "unknown name 'unknown'"],
+    );
+    assert_error(&with_file("[ a = 1 ]"), 2, 10, &["got a record"]);
+}
+
+#[test]
+fn wrong_reader_kinds() {
+    assert_error(
+        "reader = [\n  readerType = \"HTKMLFReader\"\n  file = \"a\"\n]",
+        2,
+        16,
+        &["unsupported readerType 'HTKMLFReader': only 'CNTKTextFormatReader' is supported"],
+    );
+    let composite =
+        |deserializers: &str| format!("reader = {{\n  deserializers = {deserializers}\n}}\n");
+    let ctf = "{ type = \"CNTKTextFormatDeserializer\"; file = \"a\"; input = { x = { dim = 1; format = \"dense\" } } }";
+    assert_error(
+        &composite(&format!("({ctf} : {ctf})")),
+        2,
+        20,
+        &["composite configurations with several deserializers are not supported yet: found 2 at 2:20"],
+    );
+    assert_error(
+        &composite("({ type = \"ImageDeserializer\"; file = \"a\" })"),
+        2,
+        29,
+        &["unsupported deserializer type 'ImageDeserializer'"],
+    );
+    assert_error(
+        &composite("({ file = \"a\" })"),
+        2,
+        20,
+        &["deserializer is missing required parameter 'type'"],
+    );
+    assert_error(
+        &composite("({ type = \"CNTKTextFormatDeserializer\"; module = \"Other\" })"),
+        2,
+        68,
+        &["unsupported deserializer module 'Other'"],
+    );
+    assert_error(
+        &composite("3"),
+        2,
+        19,
+        &["'deserializers' must be a record or an array of records"],
+    );
+    assert_error(
+        &composite("({ a = 1 } : 2)"),
+        2,
+        20,
+        &["each of 'deserializers' must be a record"],
+    );
+    // One record in parentheses is the one-element array of the composite form.
+    let (c, _) = read_section(&composite(&format!("({ctf})")), None);
+    assert_eq!(c.form, ReaderForm::Composite);
+    let (c, _) = read_section(&composite(&format!("[| {ctf} |]")), None);
+    assert_eq!(c.files, ["a"]);
+}
+
+#[test]
+fn syntax_errors_have_positions() {
+    let e = error_in("reader = [\n  file = \"a\n", None);
+    assert_eq!(
+        e.to_string(),
+        "test.cntk:2:10: error: string without closing quotation mark"
+    );
+    let e = error_in("reader = [ file = 1 input = 2 ]", None);
+    assert_eq!((e.line(), e.col()), (1, 21));
+    assert!(e.message().contains("';' or a line break"), "{e}");
+    let e = error_in("a = 1\nreader = [\n", None);
+    assert_eq!((e.line(), e.col()), (2, 10));
+    let e = error_in("a = 1\na = 2\n", None);
+    assert!(
+        e.message()
+            .contains("duplicate member 'a' (first defined at 1:1)"),
+        "{e}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Warnings.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn unknown_keys_are_warnings_with_suggestions() {
+    let text = legacy(
+        "    radnomize = false\n    labelMappingFile = \"x\"",
+        "        x = [ dim = 3; format = \"dense\"; dimm = 4 ]",
+    );
+    let (c, warnings) = read_section(&text, None);
+    assert!(c.randomize, "the misspelled key is ignored");
+    let shown: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "test.cntk:4:5: warning: unknown reader parameter 'radnomize'; did you mean 'randomize'?",
+            "test.cntk:5:5: warning: unknown reader parameter 'labelMappingFile'",
+            "test.cntk:7:42: warning: unknown parameter 'dimm' in input 'x'; did you mean 'dim'?",
+        ]
+    );
+    assert_eq!((warnings[0].line(), warnings[0].col()), (4, 5));
+    assert!(warnings[0]
+        .message()
+        .starts_with("unknown reader parameter"));
+    assert_eq!(warnings[0].source_name(), SOURCE);
+}
+
+#[test]
+fn known_keys_do_not_warn() {
+    let text = r#"
+precisionX = 1
+train = [
+    unrelated = 1
+    reader = {
+        randomize = true; truncated = false; truncationLength = 0
+        multiThreadedDeserialization = false; localTimeline = true; checkData = true
+        useNumericSequenceKeys = true; hashSequenceKeys = false
+        numDataPartitions = 1; partitionIndex = 0; randomizer = "block"
+        frameMode = false; verbosity = 1
+        deserializers = ({
+            type = "CNTKTextFormatDeserializer"; module = "CNTKTextFormatReader"
+            file = "a"; chunkSizeInBytes = 100; cacheIndex = true; precision = "float"
+            input = { x = { dim = 1; format = "dense"; alias = "X"; definesMBSize = false } }
+        })
+    }
+]
+"#;
+    let (c, warnings) = read_section(text, None);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(c.chunk_size_in_bytes, 100);
+}
+
+// ---------------------------------------------------------------------------------------
+// A realistic complete CNTK configuration.
+// ---------------------------------------------------------------------------------------
+
+const FULL_CONFIG: &str = r#"# MNIST, one hidden layer
+RootDir = ".."
+DataDir = "$RootDir$/DataSets/MNIST"
+ModelDir = "Output/Models"
+OutputDir = "Output"
+
+command = train:test
+precision = "float"
+modelPath = "$ModelDir$/01_OneHidden"
+deviceId = $DeviceId$
+imageLayout = "cudnn"
+traceLevel = 1
+numMBsToShowResult = 500
+
+train = [
+    action = "train"
+
+    BrainScriptNetworkBuilder = {
+        imageShape = 28:28:1
+        labelDim = 10
+        hiddenDim = 200
+        featScale = Constant (1/256)
+        Scale{f} = x => Constant(f) .* x
+        model = Sequential (
+            Scale {featScale} :
+            DenseLayer {hiddenDim, activation = ReLU} :
+            DenseLayer {labelDim}
+        )
+        features = Input {imageShape}
+        labels = Input {labelDim}
+        z = model (features)
+        ce = CrossEntropyWithSoftmax (labels, z)
+        errs = ClassificationError (labels, z)
+        top5Errs = ClassificationError (labels, z, topN=5)
+        featureNodes = (features)
+        labelNodes = (labels)
+        criterionNodes = (ce)
+        evaluationNodes = (errs : top5Errs)
+        outputNodes = (z)
+        net = (new ComputationNetwork [ outputNodes = z ])
+        layers[i:1..3] = if i == 1 then features else DenseLayer {hiddenDim} (layers[i-1])
+        gpu = $DeviceId$ >= 0
+    }
+
+    SGD = [
+        epochSize = 60000
+        minibatchSize = 64
+        learningRatesPerSample = 0.01*5:0.005
+        momentumAsTimeConstant = 0
+        maxEpochs = 10
+        dropoutRate = 0.0*2:0.5
+        parallelTrain = [
+            parallelizationMethod = DataParallelSGD
+            distributedMBReading = true
+            dataParallelSGD = [ gradientBits = 32 ]
+        ]
+    ]
+
+    reader = [
+        readerType = "CNTKTextFormatReader"
+        # See ../REAMDE.md for details on getting the data (Train-28x28_cntk_text.txt).
+        file = "Train-28x28_cntk_text.txt"
+        input = [
+            features = [
+                dim = 28 * 28
+                format = "dense"
+            ]
+            labels = [
+                dim = 10
+                format = "dense"
+            ]
+        ]
+    ]
+]
+
+test = [
+    action = "test"
+    minibatchSize = 1024
+    evalNodeNames = errs:top5Errs
+
+    reader = [
+        readerType = "CNTKTextFormatReader"
+        file = "Test-28x28_cntk_text.txt"
+        randomize = false
+        input = [
+            features = [ dim = 784; format = "dense" ]
+            labels = [ dim = 10; format = "dense" ]
+        ]
+    ]
+]
+"#;
+
+#[test]
+fn full_config_with_a_section() {
+    let doc = ConfigDocument::parse(FULL_CONFIG, "01_OneHidden.cntk").unwrap();
+    assert_eq!(doc.source_name(), "01_OneHidden.cntk");
+    let (c, warnings) = doc.reader_config(Some("train")).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(c.files, ["Train-28x28_cntk_text.txt"]);
+    assert_eq!(
+        c.inputs,
+        [
+            InputConfig::dense("features", 784),
+            InputConfig::dense("labels", 10)
+        ]
+    );
+    assert_eq!(c.precision, Precision::Float);
+    assert_eq!(c.trace_level, 1);
+    assert!(c.randomize);
+    let (c, _) = doc.reader_config(Some("test")).unwrap();
+    assert_eq!(c.files, ["Test-28x28_cntk_text.txt"]);
+    assert!(!c.randomize);
+}
+
+#[test]
+fn full_config_without_a_section_lists_the_candidates() {
+    let e = ConfigDocument::parse(FULL_CONFIG, "01_OneHidden.cntk")
+        .unwrap()
+        .reader_config(None)
+        .unwrap_err();
+    assert!(e.message().contains("train.reader (59:5)"), "{e}");
+    assert!(e.message().contains("test.reader (81:5)"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("01_OneHidden.cntk: error: several reader sections found"),
+        "{e}"
+    );
+}
+
+#[test]
+fn full_config_evaluates_network_values_on_request() {
+    let doc = ConfigDocument::parse(FULL_CONFIG, "x").unwrap();
+    let mut eval = Evaluator::new(doc.root());
+    let root = eval.root();
+    let Ok(Some(Value::Record(train))) = eval.get(&root, "train") else {
+        panic!("train is a record")
+    };
+    let Ok(Some(Value::Record(net))) = eval.get(&train, "BrainScriptNetworkBuilder") else {
+        panic!("the network builder is a record")
+    };
+    assert!(matches!(eval.get(&net, "hiddenDim"), Ok(Some(Value::Number(n))) if n == 200.0));
+    assert!(matches!(eval.get(&net, "imageShape"), Ok(Some(Value::Array(a))) if a.len() == 3));
+    let e = eval.get(&net, "gpu").unwrap_err();
+    assert_eq!(e.to_string(), "42:15: macro '$DeviceId$' is not supported; replace it with its value in the configuration");
+    let e = eval.get(&net, "z").unwrap_err();
+    assert!(e.message().contains("a call of function 'model'"), "{e}");
+    assert_eq!(e.pos().line, 31);
+}
+
+// ---------------------------------------------------------------------------------------
+// Files, builder, robustness.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn from_file_reads_and_names_the_file() {
+    let dir = std::env::temp_dir().join(format!("ctf-reader-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("reader.cntk");
+    std::fs::write(&path, SEED_SIMPLE.replace("dim = 5", "dim = 0")).unwrap();
+    let e = ReaderConfig::from_file(&path, None).unwrap_err();
+    assert_eq!(e.source_name(), path.display().to_string());
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{}:9:19: error:", path.display())),
+        "{e}"
+    );
+    std::fs::write(&path, SEED_SIMPLE).unwrap();
+    let (c, _) = ReaderConfig::from_file(&path, Some("reader")).unwrap();
+    assert_eq!(c.inputs.len(), 3);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let missing = Path::new("/nonexistent/dir/config.cntk");
+    let e = ReaderConfig::from_file(missing, None).unwrap_err();
+    assert!(
+        e.message()
+            .contains("cannot read configuration file '/nonexistent/dir/config.cntk'"),
+        "{e}"
+    );
+    assert_eq!((e.line(), e.col()), (0, 0));
+}
+
+#[test]
+fn builder_validates_like_brainscript() {
+    let e = ReaderConfig::builder()
+        .file("a")
+        .input(InputConfig::dense("x", 0))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "error: parameter 'dim' of input 'x' must be a positive integer, got 0"
+    );
+    let text = legacy("", "        x = [ dim = 0; format = \"dense\" ]");
+    assert_eq!(error_in(&text, None).message(), e.message());
+    let e = ReaderConfig::builder()
+        .file("a")
+        .input(InputConfig::dense("x", 1))
+        .input(InputConfig::dense("X", 1))
+        .build()
+        .unwrap_err();
+    assert!(e.message().contains("collide"), "{e}");
+}
+
+#[test]
+fn errors_are_std_errors() {
+    fn takes(_: &dyn std::error::Error) {}
+    let e = error_in("", None);
+    takes(&e);
+}
+
+mod robustness {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            let _ = ReaderConfig::from_brainscript(&text, "p", None);
+        }
+
+        #[test]
+        fn brainscript_like_text_never_panics(
+            text in "([a-z]{1,3}|[ \\n;,=:.+*/()\\[\\]{}\"'$#!<>|&-]|[0-9.e]{1,4}|if |then |else |new |array ){0,80}"
+        ) {
+            let _ = ReaderConfig::from_brainscript(&text, "p", None);
+            let _ = ReaderConfig::from_brainscript(&text, "p", Some("a.reader"));
+        }
+
+        #[test]
+        fn truncated_configs_never_panic(cut in 0usize..FULL_CONFIG.len()) {
+            let text = FULL_CONFIG.get(..cut).unwrap_or("");
+            let _ = ReaderConfig::from_brainscript(text, "p", Some("train"));
+        }
+    }
+}
