@@ -192,7 +192,10 @@ impl<T: Element> SequenceReader<T> {
             self.current_name = name;
             return Ok(());
         };
-        self.buffer.resize(READ_BLOCK_SIZE, 0);
+        if self.buffer.is_empty() {
+            // Zeroed pages from the allocator: no memset of the whole block.
+            self.buffer = vec![0; READ_BLOCK_SIZE];
+        }
         let n = loop {
             match file.read(&mut self.buffer) {
                 Ok(n) => break n,

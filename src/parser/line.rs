@@ -38,9 +38,49 @@ pub struct LineParser {
     stamp: u64,
 }
 
-#[inline]
+/// Byte classes, looked up in one table load instead of several comparisons.
+const SPACE: u8 = 1;
+/// `|` or line feed: the end of a name or a value list.
+const END: u8 = 2;
+const CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    table[b' ' as usize] = SPACE;
+    table[b'\t' as usize] = SPACE;
+    table[b'\r' as usize] = SPACE;
+    table[b'|' as usize] = END;
+    table[b'\n' as usize] = END;
+    table
+};
+
+/// Space, TAB and CR separate values and samples.
+#[inline(always)]
 fn is_space(b: u8) -> bool {
-    b == b' ' || b == b'\t' || b == b'\r'
+    CLASS[b as usize] == SPACE
+}
+
+/// Whether `b` ends a name: whitespace, `|` or the line feed.
+#[inline(always)]
+fn ends_name(b: u8) -> bool {
+    CLASS[b as usize] != 0
+}
+
+/// Position of the first byte at or after `pos` that is not whitespace (the line feed
+/// sentinel guarantees one exists).
+#[inline(always)]
+fn skip_space(buf: &[u8], mut pos: usize) -> usize {
+    while is_space(buf[pos]) {
+        pos += 1;
+    }
+    pos
+}
+
+/// Position of the first byte at or after `pos` that ends a name.
+#[inline(always)]
+fn name_end(buf: &[u8], mut pos: usize) -> usize {
+    while !ends_name(buf[pos]) {
+        pos += 1;
+    }
+    pos
 }
 
 /// Bytes allowed in names and values outside comments: printable ASCII.
@@ -148,9 +188,7 @@ impl LineParser {
         let mut outcome = LineOutcome::default();
         let mut pos = content_start;
         loop {
-            while is_space(buf[pos]) {
-                pos += 1;
-            }
+            pos = skip_space(buf, pos);
             let b = buf[pos];
             if b == b'\n' {
                 break;
@@ -173,9 +211,7 @@ impl LineParser {
                 continue;
             }
             let name_start = pos;
-            while !is_space(buf[pos]) && buf[pos] != b'|' && buf[pos] != b'\n' {
-                pos += 1;
-            }
+            pos = name_end(buf, pos);
             let name = &buf[name_start..pos];
             if name.is_empty() {
                 let what = match buf[pos] {
@@ -269,9 +305,7 @@ impl LineParser {
         let sample = &mut values[sample_start..];
         let mut count = 0usize;
         loop {
-            while is_space(buf[pos]) {
-                pos += 1;
-            }
+            pos = skip_space(buf, pos);
             let b = buf[pos];
             if b == b'|' || b == b'\n' {
                 break;
@@ -358,24 +392,24 @@ impl LineParser {
         let column = &mut out.columns[input];
         let sample_start = column.values.len();
         loop {
-            while is_space(buf[pos]) {
-                pos += 1;
-            }
+            pos = skip_space(buf, pos);
             let b = buf[pos];
             if b == b'|' || b == b'\n' {
                 break;
             }
             let entry = pos;
             let mut index: u64 = 0;
-            while buf[pos].is_ascii_digit() {
-                // At most 19 digits accumulate, so this cannot overflow; longer indices are
-                // out of range whatever their value.
-                if pos - entry < 19 {
-                    index = index * 10 + u64::from(buf[pos] - b'0');
-                } else {
-                    index = u64::MAX;
+            for &d in &buf[pos..] {
+                let digit = d.wrapping_sub(b'0');
+                if digit > 9 {
+                    break;
                 }
+                index = index.wrapping_mul(10).wrapping_add(u64::from(digit));
                 pos += 1;
+            }
+            if pos - entry > 19 {
+                // More than 19 digits may have wrapped; such an index is out of range anyway.
+                index = u64::MAX;
             }
             let problem = if pos == entry {
                 Some("expected 'index:value'".to_string())
@@ -385,7 +419,7 @@ impl LineParser {
                 match scan_number::<T>(buf, pos + 1) {
                     Ok((value, end)) => {
                         pos = end;
-                        if !matches!(buf[pos], b' ' | b'\t' | b'\r' | b'|' | b'\n') {
+                        if !ends_name(buf[pos]) {
                             Some("unexpected character after the value".to_string())
                         } else if index >= dim {
                             column.values.truncate(sample_start);

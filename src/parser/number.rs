@@ -156,16 +156,18 @@ pub fn scan_number<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), N
     // Fast path for the commonest value: a short unsigned integer (`0`, `1`, `255`).
     let mut value = 0u64;
     let mut i = pos;
-    while i < pos + 8 {
-        match bytes.get(i) {
-            Some(&d @ b'0'..=b'9') => {
-                value = value * 10 + u64::from(d - b'0');
-                i += 1;
-            }
-            Some(b'.' | b'e' | b'E') => break,
-            _ if i > pos => return Ok((T::from_u64(value), i)),
-            _ => break,
+    let limit = pos + 8;
+    while i < limit {
+        let Some(&b) = bytes.get(i) else { break };
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
         }
+        value = value * 10 + u64::from(digit);
+        i += 1;
+    }
+    if i > pos && i < limit && !matches!(bytes.get(i), Some(b'.' | b'e' | b'E')) {
+        return Ok((T::from_u64(value), i));
     }
     scan_number_general(bytes, pos)
 }

@@ -308,10 +308,10 @@ impl<T: Element> StreamParser<T> {
         let mut content = start;
         let mut id_value = 0u64;
         while buf[content].is_ascii_digit() {
-            // Up to 19 digits cannot overflow; longer ids are checked below.
-            if content - start < 19 {
-                id_value = id_value * 10 + u64::from(buf[content] - b'0');
-            }
+            // Up to 19 digits cannot overflow; longer ids are parsed again below.
+            id_value = id_value
+                .wrapping_mul(10)
+                .wrapping_add(u64::from(buf[content] - b'0'));
             content += 1;
         }
         let id = if content - start <= 19 {
