@@ -517,7 +517,7 @@ fn corpus_from<T: Element>(seqs: &ParsedSequences<T>, streams: &[Stream]) -> Cor
 
 fn build_config(case: &Case, defines_mb_size: Option<&str>) -> ReaderConfig {
     let mut builder = ReaderConfig::builder()
-        .file(&data_path(case.data))
+        .file(data_path(case.data))
         .precision(case.precision)
         .max_errors(case.max_errors)
         .skip_sequence_ids(case.skip_sequence_ids)
