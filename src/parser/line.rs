@@ -19,8 +19,6 @@ use crate::parser::number::{scan_number, Element, NumberError};
 pub struct LineOutcome {
     /// Samples of configured inputs on the line (valid or not).
     pub samples: u32,
-    /// Whether the line holds a sample of the input that defines minibatch sizes.
-    pub has_mb_input: bool,
     /// Errors reported for the line.
     pub errors: u32,
 }
@@ -32,7 +30,6 @@ pub struct LineParser {
     names: Vec<String>,
     formats: Vec<StorageFormat>,
     dims: Vec<usize>,
-    mb_input: Option<usize>,
     /// Line stamp of the last line each input was seen on, to detect repeats on a line.
     seen_on: Vec<u64>,
     stamp: u64,
@@ -90,10 +87,12 @@ fn is_printable(b: u8) -> bool {
 }
 
 fn describe_byte(b: u8) -> String {
-    if is_printable(b) {
-        format!("'{}'", b as char)
-    } else {
-        format!("byte 0x{b:02X}")
+    match b {
+        b' ' => "a space".to_string(),
+        b'\t' => "a tab".to_string(),
+        b'\r' => "a carriage return".to_string(),
+        b if is_printable(b) => format!("'{}'", b as char),
+        b => format!("byte 0x{b:02X}"),
     }
 }
 
@@ -137,7 +136,6 @@ impl LineParser {
             names: inputs.iter().map(|i| i.name.clone()).collect(),
             formats: inputs.iter().map(|i| i.format).collect(),
             dims: inputs.iter().map(|i| i.dim).collect(),
-            mb_input: inputs.iter().position(|i| i.defines_mb_size),
             seen_on: vec![0; inputs.len()],
             stamp: 0,
         }
@@ -230,9 +228,6 @@ impl LineParser {
                 continue;
             };
             outcome.samples += 1;
-            if Some(input) == self.mb_input {
-                outcome.has_mb_input = true;
-            }
             if self.seen_on[input] == self.stamp {
                 report.error(
                     pipe,
@@ -487,5 +482,138 @@ fn comment_end(buf: &[u8], mut from: usize) -> usize {
         } else {
             return at;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::columns::Sample;
+
+    /// Parses `line` (a line feed is appended) and returns the column data and diagnostics.
+    fn parse(line: &str, inputs: &[InputConfig]) -> (ParsedSequences<f64>, Vec<Diagnostic>) {
+        let mut parser = LineParser::new(inputs);
+        let mut out = ParsedSequences::new(inputs);
+        let mut diags = Vec::new();
+        let buf = format!("{line}\n");
+        let (_, end) = parser.parse_line(buf.as_bytes(), 0, 0, 7, &mut out, &mut diags);
+        assert_eq!(end, line.len());
+        (out, diags)
+    }
+
+    fn inputs() -> Vec<InputConfig> {
+        vec![
+            InputConfig::dense("dense", 3).with_alias("d"),
+            InputConfig::sparse("sparse", 10).with_alias("s"),
+        ]
+    }
+
+    fn errors(diags: &[Diagnostic]) -> Vec<(u64, String)> {
+        diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| (d.col, d.message.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn samples_in_any_order_with_tabs_and_cr() {
+        let (out, diags) = parse("|s 3:1.5\t1:-2 |d 1 2 3\r", &inputs());
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(out.columns[0].values, [1.0, 2.0, 3.0]);
+        assert_eq!(out.columns[1].values, [1.5, -2.0]);
+        assert_eq!(out.columns[1].indices, [3, 1]);
+        assert_eq!(out.columns[1].sample_offsets, [0, 2]);
+    }
+
+    #[test]
+    fn adjacent_signed_values_are_separate() {
+        let (out, diags) = parse("|d 1-2+3", &inputs());
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(out.columns[0].values, [1.0, -2.0, 3.0]);
+    }
+
+    #[test]
+    fn comments_run_to_the_next_unescaped_pipe() {
+        let (out, diags) = parse("|# a |# b é \x01 |d 1 2 3 |#|#x|s 1:1", &inputs());
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(out.columns[0].values, [1.0, 2.0, 3.0]);
+        assert_eq!(out.columns[1].indices, [1]);
+    }
+
+    #[test]
+    fn short_dense_samples_are_padded_with_a_warning() {
+        let (out, diags) = parse("|d 5 |s", &inputs());
+        assert_eq!(out.columns[0].values, [5.0, 0.0, 0.0]);
+        assert_eq!(out.columns[1].sample_offsets, [0, 0]);
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].severity, Severity::Warning);
+        assert!(diags[0].message.contains("1 of 3 values"));
+    }
+
+    #[test]
+    fn unconfigured_inputs_are_skipped() {
+        let (out, diags) = parse("|zzz 1 2 x:y |d 1 2 3 |very_long_name_here 9", &inputs());
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(out.columns[0].values, [1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn errors_are_positioned_and_parsing_resumes() {
+        let (_, diags) = parse("x |d 1 2 3 4 | s |s 10:1 |d 1", &inputs());
+        let errs = errors(&diags);
+        assert_eq!(errs.len(), 5, "{errs:?}");
+        assert_eq!(errs[0].0, 1);
+        assert!(errs[0].1.contains("unexpected 'x'"));
+        assert_eq!(errs[1].0, 12);
+        assert!(errs[1].1.contains("more than 3 values"));
+        assert_eq!(errs[2].0, 14);
+        assert!(errs[2].1.contains("found a space"));
+        assert_eq!(errs[3].0, 21);
+        assert!(errs[3]
+            .1
+            .contains("sparse index 10 is out of range (dim 10)"));
+        assert_eq!(errs[4].0, 26);
+        assert!(errs[4].1.contains("appears twice on one line"));
+    }
+
+    #[test]
+    fn malformed_values() {
+        for (line, what) in [
+            ("|d 1,5", "malformed number '1,5'"),
+            ("|d .5", "malformed number '.5'"),
+            ("|d nan", "malformed number 'nan'"),
+            ("|d 2.0f", "malformed number '2.0f'"),
+            ("|d 1e", "the exponent has no digits"),
+            ("|d 1e999", "overflows"),
+            ("|s 2 :3", "must be followed by ':'"),
+            ("|s 2: 3", "malformed sparse entry '2:'"),
+            ("|s -2:2", "expected 'index:value'"),
+            ("|s 2:3x", "unexpected character after the value"),
+            ("|d 1 \u{e9}", "malformed number"),
+            ("|zz \u{e9}", "invalid byte 0xC3 in the data"),
+            ("|d\u{0} 1", "invalid byte 0x00 in an input name"),
+        ] {
+            let (_, diags) = parse(line, &inputs());
+            let errs = errors(&diags);
+            assert_eq!(errs.len(), 1, "{line:?}: {errs:?}");
+            assert!(errs[0].1.contains(what), "{line:?}: {}", errs[0].1);
+        }
+    }
+
+    #[test]
+    fn samples_are_readable_through_the_column_api() {
+        let (out, _) = parse("|s 4:2 |d 1 2 3", &inputs());
+        assert_eq!(
+            out.columns[0].sample(0),
+            Sample::Dense(&[1.0, 2.0, 3.0][..])
+        );
+        assert_eq!(
+            out.columns[1].sample(0),
+            Sample::Sparse {
+                indices: &[4][..],
+                values: &[2.0][..]
+            }
+        );
     }
 }

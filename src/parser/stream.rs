@@ -99,7 +99,6 @@ pub struct StreamParser<T> {
     diags: Vec<Diagnostic>,
     invalid: Vec<InvalidSequence>,
     options: StreamOptions,
-    has_mb_input: bool,
     carry: Vec<u8>,
     at_file_start: bool,
     saw_content: bool,
@@ -123,7 +122,6 @@ impl<T: Element> StreamParser<T> {
             diags: Vec::new(),
             invalid: Vec::new(),
             options,
-            has_mb_input: inputs.iter().any(|i| i.defines_mb_size),
             carry: Vec::new(),
             at_file_start: true,
             saw_content: false,
@@ -465,7 +463,7 @@ impl<T: Element> StreamParser<T> {
                 key,
                 missing.join(", ")
             ))
-        } else if !self.has_mb_input && (counted_lines as usize) > longest {
+        } else if (counted_lines as usize) > longest {
             Some(format!(
                 "sequence {} has {} lines but its longest input has {} samples (an input \
                  must have a sample on every line of the sequence)",
@@ -490,4 +488,158 @@ fn parse_long_id(digits: &[u8]) -> Option<u64> {
     digits.iter().try_fold(0u64, |acc, &d| {
         acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> Vec<InputConfig> {
+        vec![InputConfig::dense("a", 1), InputConfig::sparse("b", 5)]
+    }
+
+    struct Parsed {
+        keys: Vec<u64>,
+        lines: Vec<u64>,
+        errors: Vec<(u64, String)>,
+        counts: ParseCounts,
+    }
+
+    fn parse_pieces(pieces: &[&[u8]], options: StreamOptions) -> Result<Parsed, FatalDataError> {
+        let mut p = StreamParser::<f32>::new(&inputs(), options);
+        p.start_file(0);
+        for piece in pieces {
+            p.feed(piece)?;
+        }
+        p.finish_file()?;
+        let seqs = p.sequences();
+        Ok(Parsed {
+            keys: seqs.sequences.iter().map(|s| s.key).collect(),
+            lines: seqs.sequences.iter().map(|s| s.line).collect(),
+            errors: p
+                .diagnostics()
+                .iter()
+                .filter(|d| d.severity == Severity::Error)
+                .map(|d| (d.line, d.message.clone()))
+                .collect(),
+            counts: p.counts(),
+        })
+    }
+
+    fn parse(text: &str) -> Parsed {
+        parse_pieces(&[text.as_bytes()], StreamOptions::default()).expect("not fatal")
+    }
+
+    #[test]
+    fn id_mode_groups_consecutive_lines() {
+        let p = parse("7 |a 1 |b\n7 |a 2\n|a 3\n  |a 4\n9 |a 5 |b 1:1\n");
+        assert_eq!(p.keys, [7, 9]);
+        assert_eq!(p.lines, [1, 5]);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+    }
+
+    #[test]
+    fn line_mode_when_the_first_line_has_no_id() {
+        // Leading blank lines still count for the keys; later ids are ignored.
+        let p = parse("\n\n|a 1 |b\n5 |a 2 |b\n\n|# comment\n|a 3 |b");
+        assert_eq!(p.keys, [2, 3, 6]);
+        assert_eq!(p.counts.skipped_lines, 4);
+        let p = parse_pieces(
+            &[b"1 |a 1 |b\n1 |a 2 |b\n"],
+            StreamOptions {
+                skip_sequence_ids: true,
+                frame_mode: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(p.keys, [0, 1]);
+    }
+
+    #[test]
+    fn bom_and_file_level_errors() {
+        let p = parse("\u{feff}3 |a 1 |b");
+        assert_eq!(p.keys, [3]);
+        for bad in [
+            &b"\xFF\xFE|\x00a"[..],
+            b"\xFE\xFF\x00|",
+            b"",
+            b"  \n\r\n\t",
+            b"\xEF\xBB\xBF",
+        ] {
+            let err = parse_pieces(&[bad], StreamOptions::default()).err();
+            assert!(err.is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sequence_rules() {
+        // A non-adjacent repeated id invalidates the later sequence only.
+        let p = parse("1 |a 1 |b\n2 |a 1 |b\n1 |a 1 |b\n");
+        assert_eq!(p.keys, [1, 2]);
+        assert_eq!(p.errors.len(), 1);
+        assert!(p.errors[0].1.contains("sequence id 1 was already used"));
+        // A configured input missing from the sequence.
+        let p = parse("1 |a 1\n1 |a 2\n2 |a 1 |b\n");
+        assert_eq!(p.keys, [2]);
+        assert!(p.errors[0].1.contains("no sample of input 'b'"));
+        // More lines than the longest input has samples.
+        let p = parse("1 |a 1\n1 |b 1:1\n");
+        assert!(p.keys.is_empty());
+        assert!(p.errors[0]
+            .1
+            .contains("has 2 lines but its longest input has 1 samples"));
+        // Lines without configured inputs are not lines of the sequence.
+        let p = parse("1 |a 1 |b\n1 |# nothing\n1 |zz 4\n\n");
+        assert_eq!(p.keys, [1]);
+        assert_eq!(p.counts.skipped_lines, 3);
+        // A too-long id.
+        let p = parse("99999999999999999999 |a 1 |b\n");
+        assert!(p.errors[0].1.contains("does not fit in 64 bits"));
+    }
+
+    #[test]
+    fn frame_mode_rejects_multi_sample_sequences() {
+        let frame = StreamOptions {
+            skip_sequence_ids: false,
+            frame_mode: true,
+        };
+        let p = parse_pieces(&[b"1 |a 1 |b\n1 |a 2 |b\n2 |a 3 |b\n"], frame).unwrap();
+        assert_eq!(p.keys, [2]);
+        assert!(p.errors[0].1.contains("frameMode"));
+    }
+
+    #[test]
+    fn any_split_parses_like_the_whole() {
+        let text = "\u{feff}1 |a 1 |b 2:1\r\n1 |a 2 |b\n\n2 |a x |b\n3\t|a 3 |b 4:4 |# c\n3 |a 4";
+        let whole = parse(text);
+        let bytes = text.as_bytes();
+        for split in 0..=bytes.len() {
+            let p = parse_pieces(
+                &[&bytes[..split], &bytes[split..]],
+                StreamOptions::default(),
+            )
+            .unwrap();
+            assert_eq!(p.keys, whole.keys, "split at {split}");
+            assert_eq!(p.errors, whole.errors, "split at {split}");
+            assert_eq!(p.counts, whole.counts, "split at {split}");
+        }
+        let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
+        let p = parse_pieces(&bytewise, StreamOptions::default()).unwrap();
+        assert_eq!(p.keys, whole.keys);
+        assert_eq!(whole.keys, [1, 3]);
+    }
+
+    #[test]
+    fn invalid_sequence_spanning_pieces_is_reported_once() {
+        let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+        p.start_file(0);
+        p.feed(b"1 |a 1 |b\n2 |a x |b\n").unwrap();
+        assert!(p.invalid_sequences().is_empty(), "sequence 2 is still open");
+        p.clear();
+        p.feed(b"2 |a 3 |b\n3 |a 1 |b\n").unwrap();
+        assert_eq!(p.invalid_sequences().len(), 1);
+        let invalid = &p.invalid_sequences()[0];
+        assert_eq!((invalid.key, invalid.line), (2, 2));
+        assert!(invalid.first_error.message.contains("malformed number 'x'"));
+    }
 }

@@ -96,6 +96,21 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
                 format!("parameter 'alias' of input '{name}' must not be empty"),
             ));
         }
+        let alias = input.alias.as_bytes();
+        if alias
+            .iter()
+            .any(|&b| !(0x21..0x7f).contains(&b) || b == b'|')
+            || alias[0] == b'#'
+        {
+            return Err(origin.error(
+                at.alias.or(at.name),
+                format!(
+                    "alias '{}' of input '{name}' cannot be written in a data file: an alias \
+                     is printable ASCII without spaces or '|' and does not start with '#'",
+                    input.alias
+                ),
+            ));
+        }
         if let Some(first) = config
             .inputs
             .iter()
@@ -183,6 +198,14 @@ mod tests {
         assert!(msg(vec![InputConfig::dense("x", 1).with_alias("")])
             .contains("'alias' of input 'x' must not be empty"));
         assert!(msg(vec![InputConfig::dense("", 1)]).contains("empty name"));
+        for bad in ["a b", "a|b", "#a", "caf\u{e9}", "tab\t"] {
+            assert!(
+                msg(vec![InputConfig::dense("x", 1).with_alias(bad)])
+                    .contains("cannot be written in a data file"),
+                "{bad:?}"
+            );
+        }
+        assert!(build(vec![InputConfig::dense("x", 1).with_alias("a#b")]).is_ok());
         assert!(
             msg(vec![InputConfig::dense("x", 1), InputConfig::dense("X", 1)]).contains("collide")
         );
