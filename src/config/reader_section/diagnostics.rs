@@ -24,6 +24,41 @@ impl Location {
     }
 }
 
+/// The accessors and the `Display` of a located message type (a struct with `location` and
+/// `message` fields), printed with the given severity word.
+macro_rules! located_message {
+    ($ty:ident, $severity:literal) => {
+        impl $ty {
+            /// The text, without the location prefix.
+            pub fn message(&self) -> &str {
+                &self.message
+            }
+
+            /// The 1-based line, or 0 when there is no position.
+            pub fn line(&self) -> u32 {
+                self.location.pos.map_or(0, |p| p.line)
+            }
+
+            /// The 1-based column in bytes, or 0 when there is no position.
+            pub fn col(&self) -> u32 {
+                self.location.pos.map_or(0, |p| p.col)
+            }
+
+            /// The configuration's name as given by the caller (empty for builder errors).
+            pub fn source_name(&self) -> &str {
+                &self.location.source
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.location.write_prefix(f)?;
+                write!(f, concat!($severity, ": {}"), self.message)
+            }
+        }
+    };
+}
+
 /// A configuration that cannot be used: unreadable, malformed, or missing or mistyping a
 /// parameter. Displays as `SOURCE:LINE:COL: error: MESSAGE`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,34 +94,9 @@ impl ConfigError {
     pub(crate) fn from_script(source: &str, err: &brainscript::Error) -> Self {
         Self::at(source, err.pos(), err.message())
     }
-
-    /// What is wrong, without the location prefix.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// The 1-based line, or 0 when the error has no position.
-    pub fn line(&self) -> u32 {
-        self.location.pos.map_or(0, |p| p.line)
-    }
-
-    /// The 1-based column in bytes, or 0 when the error has no position.
-    pub fn col(&self) -> u32 {
-        self.location.pos.map_or(0, |p| p.col)
-    }
-
-    /// The configuration's name as given by the caller (empty for builder errors).
-    pub fn source_name(&self) -> &str {
-        &self.location.source
-    }
 }
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.location.write_prefix(f)?;
-        write!(f, "error: {}", self.message)
-    }
-}
+located_message!(ConfigError, "error");
 
 impl std::error::Error for ConfigError {}
 
@@ -109,34 +119,9 @@ impl ConfigWarning {
             message: message.into(),
         }
     }
-
-    /// What is suspicious, without the location prefix.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// The 1-based line, or 0 when the warning has no position.
-    pub fn line(&self) -> u32 {
-        self.location.pos.map_or(0, |p| p.line)
-    }
-
-    /// The 1-based column in bytes, or 0 when the warning has no position.
-    pub fn col(&self) -> u32 {
-        self.location.pos.map_or(0, |p| p.col)
-    }
-
-    /// The configuration's name as given by the caller.
-    pub fn source_name(&self) -> &str {
-        &self.location.source
-    }
 }
 
-impl fmt::Display for ConfigWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.location.write_prefix(f)?;
-        write!(f, "warning: {}", self.message)
-    }
-}
+located_message!(ConfigWarning, "warning");
 
 #[cfg(test)]
 mod tests {
