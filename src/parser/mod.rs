@@ -1,6 +1,6 @@
 //! The CNTK Text Format parser: bytes of sequences in, columnar per-input buffers out.
 //!
-//! [`number`] scans and converts numbers, [`line`] parses the samples of one line,
+//! [`number`] scans and converts numbers, [`line`](mod@line) parses the samples of one line,
 //! [`columns`] holds the decoded data, and [`stream`] drives them over a byte stream,
 //! grouping lines into sequences. Nothing here does I/O or knows about files or threads.
 
