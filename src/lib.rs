@@ -1,5 +1,32 @@
 //! ctf-reader reads training data in the CNTK Text Format (CTF).
 //!
+//! ```
+//! use ctf_reader::reader::{stderr_sink, ErrorPolicy, SequenceReader};
+//! use ctf_reader::{InputConfig, ReaderConfig, Sample};
+//!
+//! // The reader section of `examples/pos.cntk`, built in Rust.
+//! let config = ReaderConfig::builder()
+//!     .file("examples/pos.ctf")
+//!     .input(InputConfig::sparse("words", 1000).with_alias("w"))
+//!     .input(InputConfig::dense("features", 3).with_alias("x"))
+//!     .input(InputConfig::sparse("tags", 12).with_alias("t"))
+//!     .build()?;
+//! let mut reader = SequenceReader::<f32>::new(&config, ErrorPolicy::Budget, stderr_sink());
+//! let mut feature_samples = 0;
+//! while let Some(batch) = reader.next_batch()? {
+//!     for seq in 0..batch.len() {
+//!         for sample in batch.samples(seq, 1) {
+//!             if let Sample::Dense(values) = sample {
+//!                 assert_eq!(values.len(), 3);
+//!                 feature_samples += 1;
+//!             }
+//!         }
+//!     }
+//! }
+//! assert_eq!(feature_samples, 82);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! The crate is layered like CNTK's reader: [`config`] turns a BrainScript reader section into
 //! a typed [`ReaderConfig`]; [`parser`] turns bytes into columnar per-input buffers;
 //! [`reader`] streams files through the parser and applies the error policy. The `ctf`
