@@ -84,6 +84,9 @@ enum Mode {
 #[derive(Clone, Debug)]
 struct OpenSequence {
     key: u64,
+    /// The id that opened the sequence; `None` in line mode and for an id beyond 64 bits
+    /// (which no later line continues).
+    id: Option<u64>,
     line: u64,
     counted_lines: u32,
     errors: u32,
@@ -237,9 +240,12 @@ impl<T: Element> StreamParser<T> {
             self.check_file_start()?;
         }
         if !self.carry.is_empty() {
-            // The last line is parsed exactly as if it ended with a line feed.
+            // The last line is parsed exactly as if it ended with a line feed. (The bytes
+            // held back to look for a BOM may already end with one.)
             let mut line = std::mem::take(&mut self.carry);
-            line.push(b'\n');
+            if line.last() != Some(&b'\n') {
+                line.push(b'\n');
+            }
             self.process_lines(&line);
             self.carry = line;
             self.carry.clear();
@@ -319,10 +325,10 @@ impl<T: Element> StreamParser<T> {
         };
         match self.mode {
             Mode::Ids if content > start => {
-                let same = matches!(&self.open, Some(o) if Some(o.key) == id);
+                let same = matches!(&self.open, Some(o) if o.id.is_some() && o.id == id);
                 if !same {
                     self.end_sequence();
-                    self.begin_sequence(id.unwrap_or(u64::MAX), line_no);
+                    self.begin_sequence(id.unwrap_or(u64::MAX), id, line_no);
                     match id {
                         None => self.sequence_error(
                             line_no,
@@ -348,11 +354,11 @@ impl<T: Element> StreamParser<T> {
             Mode::Ids => {
                 if self.open.is_none() {
                     // Unreachable: the first non-blank line of an id-mode file has an id.
-                    self.begin_sequence(u64::MAX, line_no);
+                    self.begin_sequence(u64::MAX, None, line_no);
                 }
             }
             _ => {
-                self.begin_sequence(self.key_base + line_no - 1, line_no);
+                self.begin_sequence(self.key_base + line_no - 1, None, line_no);
             }
         }
         let before = self.diags.len();
@@ -383,9 +389,10 @@ impl<T: Element> StreamParser<T> {
         line_end
     }
 
-    fn begin_sequence(&mut self, key: u64, line: u64) {
+    fn begin_sequence(&mut self, key: u64, id: Option<u64>, line: u64) {
         self.open = Some(OpenSequence {
             key,
+            id,
             line,
             counted_lines: 0,
             errors: 0,
@@ -595,6 +602,21 @@ mod tests {
         // A too-long id.
         let p = parse("99999999999999999999 |a 1 |b\n");
         assert!(p.errors[0].1.contains("does not fit in 64 bits"));
+    }
+
+    #[test]
+    fn an_id_beyond_64_bits_does_not_continue_into_the_next_line() {
+        let p = parse("99999999999999999999 |a 1 |b\n18446744073709551615 |a 2 |b\n");
+        assert_eq!(p.keys, [u64::MAX]);
+        assert_eq!(p.errors.len(), 1);
+    }
+
+    #[test]
+    fn tiny_files_ending_in_a_line_feed_have_one_line() {
+        for text in ["0\n", "|a\n", "7 |a 1 |b\n"] {
+            let p = parse_pieces(&[text.as_bytes()], StreamOptions::default()).unwrap();
+            assert_eq!(p.counts.lines, 1, "{text:?}");
+        }
     }
 
     #[test]

@@ -1,0 +1,78 @@
+//! A choice source driven by a byte string (in the style of Hypothesis' conjecture data).
+//!
+//! Every random decision of the generators reads bytes from here. When the bytes run out
+//! every read returns 0, and 0 always selects the simplest alternative, so proptest's
+//! shrinking of the byte vector (dropping and zeroing bytes) shrinks the generated dataset.
+
+/// Reads choices from a byte string; exhausted reads are 0.
+pub struct Src<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Src<'a> {
+    /// A source over `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Src { bytes, pos: 0 }
+    }
+
+    /// The next byte, or 0 when exhausted.
+    pub fn byte(&mut self) -> u8 {
+        let b = self.bytes.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b
+    }
+
+    /// The next `n` bytes as a little-endian integer.
+    fn uint(&mut self, n: usize) -> u64 {
+        (0..n).fold(0u64, |acc, i| acc | (u64::from(self.byte()) << (8 * i)))
+    }
+
+    /// A random u32.
+    pub fn u32(&mut self) -> u32 {
+        self.uint(4) as u32
+    }
+
+    /// A random u64.
+    pub fn u64(&mut self) -> u64 {
+        self.uint(8)
+    }
+
+    /// A value in `0..n` (0 when `n <= 1`).
+    pub fn below(&mut self, n: usize) -> usize {
+        match n {
+            0 | 1 => 0,
+            2..=256 => usize::from(self.byte()) % n,
+            257..=65536 => self.uint(2) as usize % n,
+            _ => (self.u64() % n as u64) as usize,
+        }
+    }
+
+    /// A value in `lo..=hi`.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// True with about `percent` % probability; a zero byte gives false (unless 100 %).
+    pub fn chance(&mut self, percent: u32) -> bool {
+        u32::from(self.byte()) * 100 >= (100 - percent) * 256
+    }
+
+    /// One element of a non-empty slice.
+    pub fn pick<'b, T>(&mut self, items: &'b [T]) -> &'b T {
+        &items[self.below(items.len())]
+    }
+
+    /// A copy of one element of a non-empty slice.
+    pub fn one<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
+    }
+
+    /// Shuffles `items` in place (Fisher-Yates; all-zero bytes leave the order unchanged).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in 1..items.len() {
+            let j = self.below(i + 1);
+            items.swap(i, i - j);
+        }
+    }
+}
