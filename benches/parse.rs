@@ -1,6 +1,10 @@
 //! Parser throughput on the benchmark shapes of `shared/bench/gen_ctf.py` (dense, sparse,
 //! seq, ragged), generated at bench time with smaller N, parsed in memory on one core.
 //!
+//! The `naive` group runs, on the same data in the same run, the naive single-thread
+//! tokenize-and-parse of `examples/naive_parse.rs` (split on whitespace, `str::parse`): the
+//! ratio of the two is what to compare across runs on a noisy machine.
+//!
 //! Run: `cargo bench --bench parse`. Needs `python3` and the generator at
 //! `../shared/bench/gen_ctf.py` (or `$CTF_GEN_SCRIPT`).
 
@@ -10,6 +14,9 @@ use std::process::Command;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ctf_reader::parser::{StreamOptions, StreamParser};
 use ctf_reader::{InputConfig, ParsedSequences};
+
+#[path = "../examples/naive_parse.rs"]
+mod naive;
 
 /// A shape: its generator name, sequence count, and configured inputs.
 struct Shape {
@@ -103,6 +110,23 @@ fn bench_parse(c: &mut Criterion) {
         let mut parser = StreamParser::<f32>::new(&shape.inputs, StreamOptions::default());
         group.bench_function(format!("{}/f32", shape.name), |b| {
             b.iter(|| parse_all(&mut parser, &data))
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("naive");
+    group.sample_size(10);
+    for shape in shapes() {
+        let data = generate(&shape);
+        group.throughput(Throughput::Bytes(data.len() as u64));
+        group.bench_function(shape.name, |b| {
+            b.iter(|| {
+                let mut totals = naive::Totals::default();
+                for line in data.split(|&b| b == b'\n') {
+                    naive::parse_line(line, &mut totals);
+                }
+                assert_eq!(totals.unparsed, 0, "benchmark data must parse");
+                totals.values
+            })
         });
     }
     group.finish();

@@ -23,10 +23,42 @@ pub struct LineOutcome {
     pub errors: u32,
 }
 
+/// An alias of at most 8 bytes as a little-endian word, for a one-compare match.
+#[derive(Clone, Copy, Debug)]
+struct PackedAlias {
+    bits: u64,
+    mask: u64,
+    len: usize,
+}
+
+impl PackedAlias {
+    fn new(alias: &[u8]) -> Option<Self> {
+        if alias.is_empty() || alias.len() > 8 {
+            return None;
+        }
+        let mut word = [0u8; 8];
+        word[..alias.len()].copy_from_slice(alias);
+        let mask = if alias.len() == 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * alias.len())) - 1
+        };
+        Some(PackedAlias {
+            bits: u64::from_le_bytes(word),
+            mask,
+            len: alias.len(),
+        })
+    }
+}
+
 /// Parses lines against a fixed set of configured inputs.
 #[derive(Clone, Debug)]
 pub struct LineParser {
     aliases: Vec<Box<[u8]>>,
+    /// Every alias packed, when all are at most 8 bytes long (the usual case).
+    packed: Option<Vec<PackedAlias>>,
+    /// The input whose alias is tried first at the next sample.
+    next_guess: usize,
     names: Vec<String>,
     formats: Vec<StorageFormat>,
     dims: Vec<usize>,
@@ -133,6 +165,11 @@ impl LineParser {
                 .iter()
                 .map(|i| i.alias.as_bytes().to_vec().into_boxed_slice())
                 .collect(),
+            packed: inputs
+                .iter()
+                .map(|i| PackedAlias::new(i.alias.as_bytes()))
+                .collect(),
+            next_guess: 0,
             names: inputs.iter().map(|i| i.name.clone()).collect(),
             formats: inputs.iter().map(|i| i.format).collect(),
             dims: inputs.iter().map(|i| i.dim).collect(),
@@ -144,6 +181,33 @@ impl LineParser {
     /// Configured input names, in configuration order.
     pub fn names(&self) -> &[String] {
         &self.names
+    }
+
+    /// Matches a configured alias followed by a name terminator at `pos`, comparing whole
+    /// words instead of scanning the name first. Returns the input and the name's end.
+    ///
+    /// Samples usually come in the same order on every line, so the input after the last
+    /// one matched is tried first.
+    #[inline(always)]
+    fn match_packed(&mut self, buf: &[u8], pos: usize) -> Option<(usize, usize)> {
+        let packed = self.packed.as_ref()?;
+        let chunk = buf.get(pos..pos + 8)?;
+        let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
+        // A match covers `len` bytes that are not the line feed, so `end` is in `buf`.
+        let matches = |a: &PackedAlias| {
+            word & a.mask == a.bits && buf.get(pos + a.len).is_some_and(|&b| ends_name(b))
+        };
+        let guess = self.next_guess;
+        let input = match packed.get(guess) {
+            Some(a) if matches(a) => guess,
+            _ => packed.iter().position(matches)?,
+        };
+        self.next_guess = if input + 1 == packed.len() {
+            0
+        } else {
+            input + 1
+        };
+        Some((input, pos + packed[input].len))
     }
 
     #[inline]
@@ -209,24 +273,20 @@ impl LineParser {
                 continue;
             }
             let name_start = pos;
-            pos = name_end(buf, pos);
-            let name = &buf[name_start..pos];
-            if name.is_empty() {
-                let what = match buf[pos] {
-                    b'\n' => "the end of the line".to_string(),
-                    b => describe_byte(b),
-                };
-                report.error(
-                    pipe,
-                    format!("'|' must be followed by an input name, found {what}"),
-                );
-                pos = next_pipe(buf, pos);
-                continue;
-            }
-            let Some(input) = self.lookup(name) else {
-                pos = self.skip_unconfigured(buf, name_start, pos, &mut report);
-                continue;
+            let (input, values) = match self.match_packed(buf, pos) {
+                Some(found) => found,
+                None => {
+                    pos = name_end(buf, pos);
+                    match self.known_name(buf, name_start, pos, pipe, &mut report) {
+                        Ok(input) => (input, pos),
+                        Err(resume) => {
+                            pos = resume;
+                            continue;
+                        }
+                    }
+                }
             };
+            pos = values;
             outcome.samples += 1;
             if self.seen_on[input] == self.stamp {
                 report.error(
@@ -244,6 +304,35 @@ impl LineParser {
         }
         outcome.errors = report.errors;
         (outcome, pos)
+    }
+
+    /// Handles the name spanning `name_start..name_end` (after the `|` at `pipe`) the slow
+    /// way: the configured input it names, or the position to resume at after reporting an
+    /// empty name or skipping an unconfigured input.
+    fn known_name(
+        &self,
+        buf: &[u8],
+        name_start: usize,
+        name_end: usize,
+        pipe: usize,
+        report: &mut Report<'_>,
+    ) -> Result<usize, usize> {
+        let name = &buf[name_start..name_end];
+        if name.is_empty() {
+            let what = match buf[name_end] {
+                b'\n' => "the end of the line".to_string(),
+                b => describe_byte(b),
+            };
+            report.error(
+                pipe,
+                format!("'|' must be followed by an input name, found {what}"),
+            );
+            return Err(next_pipe(buf, name_end));
+        }
+        match self.lookup(name) {
+            Some(input) => Ok(input),
+            None => Err(self.skip_unconfigured(buf, name_start, name_end, report)),
+        }
     }
 
     /// Skips a sample of an input outside the configuration (its name spans
