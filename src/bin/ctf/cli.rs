@@ -10,7 +10,11 @@ use crate::Failure;
 
 /// Validate, dump and inspect CNTK Text Format (CTF) datasets.
 #[derive(Parser, Debug)]
-#[command(name = "ctf", version, about)]
+#[command(
+    name = "ctf",
+    version,
+    about = "Validate and dump CNTK Text Format (CTF) datasets read through a CNTK reader configuration"
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -41,16 +45,16 @@ pub struct DataArgs {
     #[arg(long = "input", value_name = "NAME:DIM:dense|sparse[:ALIAS]", value_parser = parse_input)]
     pub inputs: Vec<InputConfig>,
     /// Element type of the values.
-    #[arg(long, value_parser = parse_precision)]
+    #[arg(long, value_name = "float|double", value_parser = parse_precision)]
     pub precision: Option<Precision>,
-    /// Number of invalid sequences to skip before failing.
-    #[arg(long)]
+    /// Number of invalid sequences to skip before failing (`dump`).
+    #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
     /// Treat every line as its own sequence.
     #[arg(long)]
     pub skip_sequence_ids: bool,
     /// 0: errors only; 1: warnings too; 2: everything.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub trace_level: Option<u32>,
 }
 
