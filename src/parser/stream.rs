@@ -620,6 +620,18 @@ mod tests {
     }
 
     #[test]
+    fn ids_mark_boundaries_even_without_configured_data() {
+        // Sequence 2 starts on a comment-only line; the id-less line after it continues it.
+        let p = parse("1 |a 1 |b\n2 |# c\n|a 2 |b\n");
+        assert_eq!(p.keys, [1, 2]);
+        assert_eq!(p.lines, [1, 2]);
+        // Its id counts as used even when it never holds configured data.
+        let p = parse("1 |a 1 |b\n2 |zz 1\n3 |a 1 |b\n2 |a 1 |b\n");
+        assert_eq!(p.keys, [1, 3]);
+        assert!(p.errors[0].1.contains("sequence id 2 was already used"));
+    }
+
+    #[test]
     fn frame_mode_rejects_multi_sample_sequences() {
         let frame = StreamOptions {
             skip_sequence_ids: false,
