@@ -1226,3 +1226,15 @@ mod robustness {
         }
     }
 }
+
+#[test]
+fn errors_carry_the_warnings_found_before_them() {
+    let text = "reader = [\n  file = \"d.ctf\"\n  radnomize = false\n  input = [ a = [ dim = 1 ; format = \"dence\" ] ]\n]\n";
+    let err = ReaderConfig::from_brainscript(text, "t.cntk", None).unwrap_err();
+    assert!(err.message().contains("unknown format 'dence'"), "{err}");
+    let warnings: Vec<String> = err.warnings().iter().map(|w| w.to_string()).collect();
+    assert_eq!(
+        warnings,
+        ["t.cntk:3:3: warning: unknown reader parameter 'radnomize'; did you mean 'randomize'?"]
+    );
+}

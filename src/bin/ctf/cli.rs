@@ -106,7 +106,13 @@ impl DataArgs {
         let mut builder = match &self.config {
             Some(path) => {
                 let (mut config, warnings) = ReaderConfig::from_file(path, self.section.as_deref())
-                    .map_err(|e| Failure::Usage(e.to_string()))?;
+                    .map_err(|e| {
+                        // A misspelt key reported as a warning often explains the error.
+                        for w in e.warnings() {
+                            eprintln!("{w}");
+                        }
+                        Failure::Usage(e.to_string())
+                    })?;
                 for w in &warnings {
                     eprintln!("{w}");
                 }

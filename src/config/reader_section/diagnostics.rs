@@ -65,6 +65,8 @@ macro_rules! located_message {
 pub struct ConfigError {
     location: Location,
     message: String,
+    /// Warnings found before the error (a misspelt key often explains it).
+    warnings: Vec<ConfigWarning>,
 }
 
 impl ConfigError {
@@ -76,6 +78,7 @@ impl ConfigError {
                 pos: Some(pos),
             },
             message: message.into(),
+            warnings: Vec::new(),
         }
     }
 
@@ -87,7 +90,19 @@ impl ConfigError {
                 pos: None,
             },
             message: message.into(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// Attaches the warnings found before the error.
+    pub(crate) fn with_warnings(mut self, warnings: Vec<ConfigWarning>) -> Self {
+        self.warnings = warnings;
+        self
+    }
+
+    /// The warnings found before the error, in the order found (print them first).
+    pub fn warnings(&self) -> &[ConfigWarning] {
+        &self.warnings
     }
 
     /// A BrainScript error reported against `source`.

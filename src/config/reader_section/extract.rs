@@ -49,8 +49,10 @@ pub(crate) fn extract<'a>(
         source: source.to_string(),
         warnings: Vec::new(),
     };
-    let config = x.reader(reader)?;
-    Ok((config, x.warnings))
+    match x.reader(reader) {
+        Ok(config) => Ok((config, x.warnings)),
+        Err(error) => Err(error.with_warnings(x.warnings)),
+    }
 }
 
 /// A finite non-negative whole number below 2^64, if `n` is one.
