@@ -96,7 +96,7 @@ fn ends_name(b: u8) -> bool {
 /// Position of the first byte at or after `pos` that is not whitespace (the line feed
 /// sentinel guarantees one exists).
 #[inline(always)]
-fn skip_space(buf: &[u8], mut pos: usize) -> usize {
+pub(super) fn skip_space(buf: &[u8], mut pos: usize) -> usize {
     while is_space(buf[pos]) {
         pos += 1;
     }

@@ -7,9 +7,12 @@
 //! rounded parser. Values that overflow the element type are errors, unlike CNTK.
 
 use std::fmt::Debug;
+use std::ops::Neg;
 
 /// Element type of decoded values: `f32` or `f64`.
-pub trait Element: Copy + Default + PartialEq + PartialOrd + Debug + Send + Sync + 'static {
+pub trait Element:
+    Copy + Default + PartialEq + PartialOrd + Neg<Output = Self> + Debug + Send + Sync + 'static
+{
     /// Name used in messages (`float` / `double`).
     const NAME: &'static str;
     /// Converts an integer mantissa times a power of ten when that is exact, else `None`.
@@ -187,24 +190,12 @@ fn scan_number_general<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize
         Some(b'0'..=b'9') => {}
         _ => return Err(NumberError::NotANumber),
     }
-    let mut mantissa: u64 = 0;
-    let mut significant = 0u32;
+    let mut digits = Digits::default();
     let mut exp10: i32 = 0;
-    let mut dropped = false;
     let int_start = i;
-    while let Some(&b) = bytes.get(i) {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            break;
-        }
-        if significant < 19 {
-            if mantissa != 0 || d != 0 {
-                mantissa = mantissa * 10 + d as u64;
-                significant += 1;
-            }
-        } else {
-            exp10 += 1;
-            dropped |= d != 0;
+    while let Some(d) = digit_at(bytes, i) {
+        if !digits.push(d) {
+            exp10 += 1; // an integer digit beyond the kept ones scales the value
         }
         i += 1;
     }
@@ -215,24 +206,17 @@ fn scan_number_general<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize
     if bytes.get(i) == Some(&b'.') {
         i += 1;
         last_is_digit = false;
-        while let Some(&b) = bytes.get(i) {
-            let d = b.wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
+        while let Some(d) = digit_at(bytes, i) {
             last_is_digit = true;
-            if significant < 19 {
-                if mantissa != 0 || d != 0 {
-                    mantissa = mantissa * 10 + d as u64;
-                    significant += 1;
-                }
-                exp10 -= 1;
-            } else {
-                dropped |= d != 0;
+            if digits.push(d) {
+                exp10 -= 1; // a kept fraction digit divides the mantissa by ten
             }
             i += 1;
         }
     }
+    let Digits {
+        mantissa, dropped, ..
+    } = digits;
     if last_is_digit && matches!(bytes.get(i), Some(b'e' | b'E')) {
         i += 1;
         let mut exp_negative = false;
@@ -246,12 +230,8 @@ fn scan_number_general<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize
         }
         let exp_start = i;
         let mut e: i32 = 0;
-        while let Some(&b) = bytes.get(i) {
-            let d = b.wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            e = (e * 10 + d as i32).min(EXP_LIMIT);
+        while let Some(d) = digit_at(bytes, i) {
+            e = (e * 10 + i32::from(d)).min(EXP_LIMIT);
             i += 1;
         }
         if i == exp_start {
@@ -261,7 +241,7 @@ fn scan_number_general<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize
     }
     if mantissa == 0 && !dropped {
         let zero = T::default();
-        return Ok((if negative { negate_zero(zero) } else { zero }, i));
+        return Ok((if negative { -zero } else { zero }, i));
     }
     if !dropped {
         if let Some(v) = T::from_decimal_fast(negative, mantissa, exp10) {
@@ -276,10 +256,37 @@ fn scan_number_general<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize
     }
 }
 
+/// The decimal digit at `bytes[i]`, if there is one.
 #[inline]
-fn negate_zero<T: Element>(zero: T) -> T {
-    // -0.0 is produced by the fast path with mantissa 0 and exponent 0.
-    T::from_decimal_fast(true, 0, 0).unwrap_or(zero)
+fn digit_at(bytes: &[u8], i: usize) -> Option<u8> {
+    let d = bytes.get(i)?.wrapping_sub(b'0');
+    (d <= 9).then_some(d)
+}
+
+/// The significant digits of a decimal mantissa: at most 19 are kept (they fit a `u64`).
+#[derive(Default)]
+struct Digits {
+    mantissa: u64,
+    kept: u32,
+    /// Whether a non-zero digit beyond the kept ones was seen (the value is then inexact).
+    dropped: bool,
+}
+
+impl Digits {
+    /// Adds the next digit; returns whether it fell within the kept precision (leading zeros
+    /// do, without being counted).
+    #[inline]
+    fn push(&mut self, d: u8) -> bool {
+        if self.kept == 19 {
+            self.dropped |= d != 0;
+            return false;
+        }
+        if self.mantissa != 0 || d != 0 {
+            self.mantissa = self.mantissa * 10 + u64::from(d);
+            self.kept += 1;
+        }
+        true
+    }
 }
 
 #[cfg(test)]

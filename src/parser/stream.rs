@@ -14,7 +14,7 @@ use memchr::{memchr, memrchr};
 use crate::config::InputConfig;
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{ParsedSequences, SequenceInfo};
-use crate::parser::line::LineParser;
+use crate::parser::line::{skip_space, LineParser};
 use crate::parser::number::Element;
 
 /// Options of the sequence rules that are not about inputs.
@@ -293,10 +293,7 @@ impl<T: Element> StreamParser<T> {
         self.next_line += 1;
         self.counts.lines += 1;
         if self.mode == Mode::Undecided {
-            let mut p = start;
-            while matches!(buf[p], b' ' | b'\t' | b'\r') {
-                p += 1;
-            }
+            let p = skip_space(buf, start);
             if buf[p] == b'\n' {
                 self.counts.skipped_lines += 1;
                 return p;

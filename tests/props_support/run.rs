@@ -168,15 +168,16 @@ pub fn parse_cut<T: Flt>(
     text: &[u8],
     cuts: &[usize],
 ) -> Snapshot {
-    let mut bounds = vec![0];
-    bounds.extend_from_slice(cuts);
-    bounds.push(text.len());
-    parse_pieces::<T>(
-        inputs,
-        options,
-        key_base,
-        bounds.windows(2).map(|w| &text[w[0]..w[1]]),
-    )
+    parse_pieces::<T>(inputs, options, key_base, pieces(text, cuts))
+}
+
+/// The pieces of `text` between the increasing positions `cuts`.
+fn pieces<'t>(text: &'t [u8], cuts: &[usize]) -> impl Iterator<Item = &'t [u8]> {
+    let bounds: Vec<usize> = std::iter::once(0)
+        .chain(cuts.iter().copied())
+        .chain(std::iter::once(text.len()))
+        .collect();
+    (1..bounds.len()).map(move |k| &text[bounds[k - 1]..bounds[k]])
 }
 
 /// Escapes a text for failure messages.
@@ -195,9 +196,6 @@ pub fn parse_cut_clearing<T: Flt>(
     text: &[u8],
     cuts: &[usize],
 ) -> Snapshot {
-    let mut bounds = vec![0];
-    bounds.extend_from_slice(cuts);
-    bounds.push(text.len());
     let mut p = StreamParser::<T>::new(inputs, options);
     p.start_file(key_base);
     let mut total = snapshot(&p, None);
@@ -215,8 +213,8 @@ pub fn parse_cut_clearing<T: Flt>(
         total.fatal = part.fatal;
         p.clear();
     };
-    for w in bounds.windows(2) {
-        if let Err(e) = p.feed(&text[w[0]..w[1]]) {
+    for piece in pieces(text, cuts) {
+        if let Err(e) = p.feed(piece) {
             take(&mut p, Some(e));
             return total;
         }
