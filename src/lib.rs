@@ -33,8 +33,10 @@
 //! command-line tool is built on these.
 #![deny(missing_docs)]
 
+pub mod chunks;
 pub mod config;
 pub mod diag;
+pub mod index;
 pub mod parser;
 pub mod reader;
 

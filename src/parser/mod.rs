@@ -12,4 +12,6 @@ pub mod stream;
 pub use columns::{InputColumn, ParsedSequences, Sample, SequenceInfo};
 pub use line::LineParser;
 pub use number::Element;
-pub use stream::{FatalDataError, InvalidSequence, ParseCounts, StreamOptions, StreamParser};
+pub use stream::{
+    FatalDataError, InvalidSequence, KeyMode, ParseCounts, StreamOptions, StreamParser,
+};

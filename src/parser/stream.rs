@@ -81,6 +81,40 @@ enum Mode {
     Lines,
 }
 
+/// Whether a file's sequences are delimited by ids or by lines (CNTK-BEHAVIOUR §4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyMode {
+    /// Sequences are runs of lines with the same leading id; keys are the ids.
+    Ids,
+    /// Every line is its own sequence; keys are 0-based line numbers across the corpus.
+    Lines,
+}
+
+/// How the parser learns that an id repeats one used by an earlier sequence.
+#[derive(Clone, Debug)]
+enum RepeatCheck {
+    /// Whole files: remember every id seen.
+    Track(HashSet<u64>),
+    /// A byte range of a file: the index lists the (sorted) lines of sequences whose id
+    /// repeats an earlier one anywhere in the corpus.
+    Given { lines: Vec<u64>, next: usize },
+}
+
+impl RepeatCheck {
+    /// Whether the sequence with `id` starting at `line` repeats an earlier id.
+    fn is_repeat(&mut self, id: u64, line: u64) -> bool {
+        match self {
+            RepeatCheck::Track(seen) => !seen.insert(id),
+            RepeatCheck::Given { lines, next } => {
+                while lines.get(*next).is_some_and(|&l| l < line) {
+                    *next += 1;
+                }
+                lines.get(*next) == Some(&line)
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct OpenSequence {
     key: u64,
@@ -94,6 +128,34 @@ struct OpenSequence {
 }
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Length of the byte order mark that starts a file whose first bytes are `head` (at least
+/// three of them, unless the file is shorter): 3 for UTF-8's, 0 for none. UTF-16's is fatal.
+pub(crate) fn byte_order_mark_len(head: &[u8]) -> Result<usize, FatalDataError> {
+    if head.starts_with(b"\xFF\xFE") || head.starts_with(b"\xFE\xFF") {
+        return Err(FatalDataError {
+            line: 1,
+            col: 1,
+            message: "the file starts with a UTF-16 byte order mark; only UTF-8 (or ASCII) text \
+                      is supported"
+                .to_string(),
+        });
+    }
+    Ok(if head.starts_with(UTF8_BOM) {
+        UTF8_BOM.len()
+    } else {
+        0
+    })
+}
+
+/// The error for a file with nothing but a byte order mark and whitespace.
+pub(crate) fn empty_file_error() -> FatalDataError {
+    FatalDataError {
+        line: 0,
+        col: 0,
+        message: "the file is empty".to_string(),
+    }
+}
 
 /// Incremental CTF parser for one configuration.
 pub struct StreamParser<T> {
@@ -110,7 +172,7 @@ pub struct StreamParser<T> {
     next_line: u64,
     /// Line-mode key of the first line of the current file.
     key_base: u64,
-    seen_ids: HashSet<u64>,
+    repeats: RepeatCheck,
     open: Option<OpenSequence>,
     counts: ParseCounts,
     scratch_counts: Vec<usize>,
@@ -131,7 +193,7 @@ impl<T: Element> StreamParser<T> {
             mode: Mode::Undecided,
             next_line: 1,
             key_base: 0,
-            seen_ids: HashSet::new(),
+            repeats: RepeatCheck::Track(HashSet::new()),
             open: None,
             counts: ParseCounts::default(),
             scratch_counts: Vec::new(),
@@ -145,7 +207,7 @@ impl<T: Element> StreamParser<T> {
         self.out.truncate(0);
         self.diags.clear();
         self.invalid.clear();
-        self.seen_ids.clear();
+        self.repeats = RepeatCheck::Track(HashSet::new());
         self.counts = ParseCounts::default();
     }
 
@@ -252,30 +314,58 @@ impl<T: Element> StreamParser<T> {
         }
         self.end_sequence();
         if !self.saw_content {
-            return Err(FatalDataError {
-                line: 0,
-                col: 0,
-                message: "the file is empty".to_string(),
-            });
+            return Err(empty_file_error());
         }
         Ok(())
+    }
+
+    /// Prepares to parse a byte range of a file that the index has mapped: it starts at the
+    /// first line of a sequence, line `first_line` (1-based) of a file in `mode` whose
+    /// line-mode keys start at `key_base`. `repeated_lines` lists, sorted, the first lines of
+    /// the range's sequences whose id an earlier sequence of the corpus used. End the range
+    /// with [`finish_file`](Self::finish_file).
+    pub fn start_range(
+        &mut self,
+        mode: KeyMode,
+        first_line: u64,
+        key_base: u64,
+        repeated_lines: Vec<u64>,
+    ) {
+        self.start_file(key_base);
+        self.at_file_start = false;
+        self.saw_content = true;
+        self.next_line = first_line;
+        self.mode = match mode {
+            KeyMode::Ids => Mode::Ids,
+            KeyMode::Lines => Mode::Lines,
+        };
+        self.repeats = RepeatCheck::Given {
+            lines: repeated_lines,
+            next: 0,
+        };
+    }
+
+    /// Moves the complete sequences, diagnostics and invalid sequences parsed so far into the
+    /// given buffers (whose old contents are dropped and whose capacity the parser reuses).
+    pub fn take_output(
+        &mut self,
+        sequences: &mut ParsedSequences<T>,
+        diagnostics: &mut Vec<Diagnostic>,
+        invalid: &mut Vec<InvalidSequence>,
+    ) {
+        std::mem::swap(sequences, &mut self.out);
+        std::mem::swap(diagnostics, &mut self.diags);
+        std::mem::swap(invalid, &mut self.invalid);
+        self.out.truncate(0);
+        self.diags.clear();
+        self.invalid.clear();
     }
 
     /// Examines the first bytes of the file (in `carry`): UTF-8 BOM skipped, UTF-16 rejected.
     fn check_file_start(&mut self) -> Result<(), FatalDataError> {
         self.at_file_start = false;
-        if self.carry.starts_with(b"\xFF\xFE") || self.carry.starts_with(b"\xFE\xFF") {
-            return Err(FatalDataError {
-                line: 1,
-                col: 1,
-                message: "the file starts with a UTF-16 byte order mark; only UTF-8 (or ASCII) \
-                          text is supported"
-                    .to_string(),
-            });
-        }
-        if self.carry.starts_with(UTF8_BOM) {
-            self.carry.drain(..UTF8_BOM.len());
-        }
+        let bom = byte_order_mark_len(&self.carry)?;
+        self.carry.drain(..bom);
         Ok(())
     }
 
@@ -335,7 +425,7 @@ impl<T: Element> StreamParser<T> {
                             ),
                         ),
                         Some(id) => {
-                            if !self.seen_ids.insert(id) {
+                            if self.repeats.is_repeat(id, line_no) {
                                 self.sequence_error(
                                     line_no,
                                     format!(

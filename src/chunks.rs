@@ -1,0 +1,241 @@
+//! Chunk loading: reads a chunk's byte range with a positional read into a reused buffer and
+//! parses it into a [`ParsedChunk`], the columnar buffers of all its sequences.
+//!
+//! The index describes the files as they were when indexed. Before and after each read the
+//! loader compares the file (through its open handle, and by path) with the stamp the index
+//! recorded, and it checks that the parsed sequences are exactly the ones the index expects:
+//! a file that was truncated, extended, replaced or rewritten gives
+//! [`LoadError::Changed`], never garbage values. No mmap is involved, so a file truncated
+//! under the reader cannot raise SIGBUS.
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use crate::config::{InputConfig, ReaderConfig};
+use crate::diag::Diagnostic;
+use crate::index::{CorpusIndex, FileStamp};
+use crate::parser::{Element, InvalidSequence, ParsedSequences, StreamOptions, StreamParser};
+
+/// The parsed content of one chunk.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedChunk<T> {
+    /// The chunk's id in the index.
+    pub chunk: u32,
+    /// Its valid sequences, in file order.
+    pub sequences: ParsedSequences<T>,
+    /// Its invalid sequences, in file order, each with its first error.
+    pub invalid: Vec<InvalidSequence>,
+    /// Every error and warning found, in file order (lines are the file's).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl<T: Element> ParsedChunk<T> {
+    /// Empty buffers for the given inputs, to be filled by [`ChunkLoader::load`].
+    pub fn new(inputs: &[InputConfig]) -> Self {
+        ParsedChunk {
+            chunk: 0,
+            sequences: ParsedSequences::new(inputs),
+            invalid: Vec::new(),
+            diagnostics: Vec::new(),
+        }
+    }
+}
+
+/// Why a chunk could not be loaded.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The file could not be opened or read.
+    Io {
+        /// The file, as named in the index.
+        file: String,
+        /// The underlying error.
+        error: io::Error,
+    },
+    /// The file is no longer the one that was indexed.
+    Changed {
+        /// The file, as named in the index.
+        file: String,
+        /// How it differs.
+        detail: String,
+    },
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Io { file, error } => write!(f, "{file}: error: cannot read: {error}"),
+            LoadError::Changed { file, detail } => write!(
+                f,
+                "{file}: error: data file changed since it was indexed ({detail})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// What a loader has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadCounters {
+    /// Chunks loaded.
+    pub chunks_loaded: u64,
+    /// Bytes read from data files.
+    pub bytes_read: u64,
+}
+
+/// Loads chunks of an indexed corpus. Each loader thread owns one.
+pub struct ChunkLoader<T> {
+    index: Arc<CorpusIndex>,
+    parser: StreamParser<T>,
+    defining: Option<usize>,
+    buffer: Vec<u8>,
+    files: Vec<Option<File>>,
+    counters: LoadCounters,
+}
+
+impl<T: Element> ChunkLoader<T> {
+    /// A loader for the corpus `index` maps, parsed as `config` says.
+    pub fn new(index: Arc<CorpusIndex>, config: &ReaderConfig) -> Self {
+        let options = StreamOptions {
+            skip_sequence_ids: config.skip_sequence_ids,
+            frame_mode: config.frame_mode,
+        };
+        ChunkLoader {
+            files: (0..index.files.len()).map(|_| None).collect(),
+            index,
+            parser: StreamParser::new(&config.inputs, options),
+            defining: config.inputs.iter().position(|i| i.defines_mb_size),
+            buffer: Vec::new(),
+            counters: LoadCounters::default(),
+        }
+    }
+
+    /// The index this loader reads by.
+    pub fn index(&self) -> &Arc<CorpusIndex> {
+        &self.index
+    }
+
+    /// Chunks loaded and bytes read so far.
+    pub fn counters(&self) -> LoadCounters {
+        self.counters
+    }
+
+    /// Reads and parses chunk `chunk` into `into` (whose buffers are reused).
+    pub fn load(&mut self, chunk: u32, into: &mut ParsedChunk<T>) -> Result<(), LoadError> {
+        let index = Arc::clone(&self.index);
+        let c = index.chunk(chunk);
+        let indexed = &index.files[c.file as usize];
+        let changed = |detail: String| LoadError::Changed {
+            file: indexed.name.clone(),
+            detail,
+        };
+        let io_error = |error: io::Error| LoadError::Io {
+            file: indexed.name.clone(),
+            error,
+        };
+        let file = match &mut self.files[c.file as usize] {
+            Some(file) => file,
+            slot => slot.insert(File::open(&indexed.path).map_err(io_error)?),
+        };
+        let check = |file: &File| -> Result<(), LoadError> {
+            let by_handle = FileStamp::of_file(file).map_err(io_error)?;
+            let by_path = match FileStamp::of_path(&indexed.path) {
+                Ok(stamp) => stamp,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(changed("it was removed or renamed".to_string()))
+                }
+                Err(e) => return Err(io_error(e)),
+            };
+            for now in [by_handle, by_path] {
+                if let Some(change) = indexed.stamp.describe_change(&now) {
+                    return Err(changed(change));
+                }
+            }
+            Ok(())
+        };
+        check(file)?;
+        self.buffer.resize(c.len as usize, 0);
+        match file.read_exact_at(&mut self.buffer, c.start) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                return Err(changed("it is now shorter than indexed".to_string()))
+            }
+            Err(e) => return Err(io_error(e)),
+        }
+        check(file)?;
+        self.counters.chunks_loaded += 1;
+        self.counters.bytes_read += u64::from(c.len);
+        if c.end() < indexed.stamp.size && self.buffer.last() != Some(&b'\n') {
+            return Err(changed(format!(
+                "line {} no longer ends where it did",
+                c.first_line
+            )));
+        }
+
+        let seqs = c.sequences.start as usize..c.sequences.end as usize;
+        let repeated_lines: Vec<u64> = index
+            .repeated
+            .iter()
+            .skip_while(|&&o| (o as usize) < seqs.start)
+            .take_while(|&&o| (o as usize) < seqs.end)
+            .map(|&o| c.first_line + u64::from(index.sequences[o as usize].line))
+            .collect();
+        self.parser
+            .start_range(indexed.mode, c.first_line, indexed.key_base, repeated_lines);
+        let parsed = self
+            .parser
+            .feed(&self.buffer)
+            .and_then(|()| self.parser.finish_file());
+        if let Err(e) = parsed {
+            // A range starts inside a file, where nothing is fatal; only a changed file gets
+            // here.
+            return Err(changed(e.message));
+        }
+        self.parser.take_output(
+            &mut into.sequences,
+            &mut into.diagnostics,
+            &mut into.invalid,
+        );
+        into.chunk = chunk;
+        self.verify(chunk, into).map_err(changed)
+    }
+
+    /// Checks that the parsed sequences are the ones the index lists for the chunk.
+    fn verify(&self, chunk: u32, parsed: &ParsedChunk<T>) -> Result<(), String> {
+        let c = self.index.chunk(chunk);
+        let valid = &parsed.sequences.sequences;
+        let (mut v, mut i) = (0, 0);
+        for entry in self.index.chunk_sequences(chunk) {
+            let line = c.first_line + u64::from(entry.line);
+            let mismatch = || format!("the sequence at line {line} is not the one indexed");
+            if valid.get(v).is_some_and(|s| s.line == line) {
+                let samples = match self.defining {
+                    Some(input) => parsed.sequences.sample_count(v, input) as u64,
+                    None => u64::from(valid[v].counted_lines),
+                };
+                if valid[v].key != entry.key || samples != u64::from(entry.samples) {
+                    return Err(mismatch());
+                }
+                v += 1;
+            } else if parsed.invalid.get(i).is_some_and(|s| s.line == line) {
+                if parsed.invalid[i].key != entry.key {
+                    return Err(mismatch());
+                }
+                i += 1;
+            } else if entry.samples != 0 {
+                return Err(mismatch());
+            }
+        }
+        let extra = valid
+            .get(v)
+            .map(|s| s.line)
+            .or_else(|| parsed.invalid.get(i).map(|s| s.line));
+        match extra {
+            Some(line) => Err(format!("line {line} holds a sequence that was not indexed")),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,627 @@
+//! The indexer's scan: sequence boundaries, keys and sample counts from raw bytes, without
+//! decoding a value.
+//!
+//! [`Scanner`] is a byte-level state machine fed a file in pieces of any size; it keeps no
+//! line in memory, so a line of any length costs nothing. It jumps between `|` and line
+//! feeds with memchr and looks only at what decides the index: the id at the start of a line,
+//! the name after each `|`, and comments. It must agree exactly with the parser
+//! ([`crate::parser::StreamParser`]) on which spans form sequences: the chunk loader checks
+//! every chunk it parses against the index and takes a disagreement for a changed file.
+//!
+//! - Id mode: every run of lines with the same id is an entry (even one holding no configured
+//!   input: its id still counts as used, SPEC §7.1).
+//! - Line mode: a line is an entry if it holds a configured input, or if it holds something
+//!   the parser reports as an error (junk before the first `|`, an empty name, a byte that is
+//!   not printable ASCII outside comments). Blank lines, comment-only lines and lines holding
+//!   only well-formed unconfigured inputs belong to no sequence.
+
+use memchr::memchr2;
+
+use crate::config::InputConfig;
+use crate::parser::stream::{byte_order_mark_len, empty_file_error};
+use crate::parser::{FatalDataError, KeyMode};
+
+/// A span of a file the parser will read as one sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScannedSequence {
+    /// Its key (id, line-mode key, or `u64::MAX` for an id beyond 64 bits).
+    pub key: u64,
+    /// Whether `key` is an id (line mode and overflowing ids are not, and never repeat).
+    pub is_id: bool,
+    /// Byte offset of its first line in the file.
+    pub start: u64,
+    /// Byte offset just past its last line (its line feed, or the end of the file).
+    pub end: u64,
+    /// 1-based line number of its first line.
+    pub line: u64,
+    /// Sample count E (lines holding a configured input, or the `definesMBSize` input).
+    pub samples: u64,
+}
+
+/// What the scan learned about a whole file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileSummary {
+    /// Id or line mode.
+    pub mode: KeyMode,
+    /// Physical lines (a last line without a line feed counts).
+    pub lines: u64,
+    /// Lines holding each configured input.
+    pub input_lines: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Nothing of the current line consumed yet.
+    LineStart,
+    /// Before the mode is known: leading whitespace of a line (blank so far).
+    Blank,
+    /// In the digits at the start of a line.
+    Id,
+    /// After the id, before the first `|`.
+    Lead,
+    /// Just after a `|` outside a comment: a name or `#` follows.
+    Pipe,
+    /// Inside a name.
+    Name,
+    /// Between samples: values, or bytes after an error, up to the next `|` or line feed.
+    Values,
+    /// Inside a comment.
+    Comment,
+    /// Just after a `|` inside a comment: `#` escapes it, anything else ends the comment.
+    CommentPipe,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct OpenRun {
+    key: u64,
+    id: Option<u64>,
+    start: u64,
+    end: u64,
+    line: u64,
+    samples: u64,
+}
+
+/// Bytes that end a name: space, TAB, CR, `|` and the line feed (as in the parser).
+fn ends_name(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'|' | b'\n')
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r')
+}
+
+fn is_printable(b: u8) -> bool {
+    (0x21..0x7f).contains(&b)
+}
+
+/// The incremental boundary scanner for one configuration.
+pub struct Scanner {
+    aliases: Vec<Box<[u8]>>,
+    longest_alias: usize,
+    defining: Option<usize>,
+    skip_sequence_ids: bool,
+    // Per file.
+    head: Vec<u8>,
+    head_pending: bool,
+    /// Absolute offset of the next byte to be fed.
+    offset: u64,
+    key_base: u64,
+    mode: Option<KeyMode>,
+    saw_content: bool,
+    state: State,
+    /// 1-based number of the current line.
+    line: u64,
+    line_start: u64,
+    input_lines: Vec<u64>,
+    /// Per input, the last line it was seen on (so a repeat on a line counts once).
+    seen_on: Vec<u64>,
+    // Per line.
+    line_counted: bool,
+    line_defining: bool,
+    line_faulty: bool,
+    id_value: u64,
+    id_digits: u64,
+    id_overflow: bool,
+    name: Vec<u8>,
+    name_printable: bool,
+    /// Whether the bytes of the current values must be checked (line mode, a line that is
+    /// neither counted nor faulty yet, after an unconfigured name).
+    check_values: bool,
+    open: Option<OpenRun>,
+    ready: Vec<ScannedSequence>,
+}
+
+impl Scanner {
+    /// A scanner for the given inputs.
+    pub fn new(inputs: &[InputConfig], skip_sequence_ids: bool) -> Self {
+        let aliases: Vec<Box<[u8]>> = inputs
+            .iter()
+            .map(|i| i.alias.as_bytes().to_vec().into_boxed_slice())
+            .collect();
+        Scanner {
+            longest_alias: aliases.iter().map(|a| a.len()).max().unwrap_or(0),
+            defining: inputs.iter().position(|i| i.defines_mb_size),
+            skip_sequence_ids,
+            head: Vec::with_capacity(3),
+            head_pending: true,
+            offset: 0,
+            key_base: 0,
+            mode: None,
+            saw_content: false,
+            state: State::LineStart,
+            line: 1,
+            line_start: 0,
+            input_lines: vec![0; aliases.len()],
+            seen_on: vec![0; aliases.len()],
+            line_counted: false,
+            line_defining: false,
+            line_faulty: false,
+            id_value: 0,
+            id_digits: 0,
+            id_overflow: false,
+            name: Vec::new(),
+            name_printable: true,
+            check_values: false,
+            open: None,
+            ready: Vec::new(),
+            aliases,
+        }
+    }
+
+    /// Prepares for a new file whose line-mode keys start at `key_base`.
+    pub fn start_file(&mut self, key_base: u64) {
+        self.head.clear();
+        self.head_pending = true;
+        self.offset = 0;
+        self.key_base = key_base;
+        self.mode = None;
+        self.saw_content = false;
+        self.state = State::LineStart;
+        self.line = 1;
+        self.line_start = 0;
+        self.input_lines.iter_mut().for_each(|n| *n = 0);
+        self.seen_on.iter_mut().for_each(|n| *n = 0);
+        self.open = None;
+        self.ready.clear();
+    }
+
+    /// Sequences completed so far; the caller drains them after each [`feed`](Self::feed).
+    pub fn ready(&mut self) -> &mut Vec<ScannedSequence> {
+        &mut self.ready
+    }
+
+    /// Scans the next piece of the file.
+    pub fn feed(&mut self, mut data: &[u8]) -> Result<(), FatalDataError> {
+        if self.head_pending {
+            let take = (3 - self.head.len()).min(data.len());
+            self.head.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.head.len() < 3 {
+                return Ok(());
+            }
+            self.scan_head()?;
+        }
+        self.run(data);
+        Ok(())
+    }
+
+    /// Ends the file: a last line without a line feed is scanned as if it had one.
+    pub fn finish(&mut self) -> Result<FileSummary, FatalDataError> {
+        if self.head_pending {
+            self.scan_head()?;
+        }
+        if self.state != State::LineStart {
+            // A virtual line feed just past the last byte: the line ends at the end of the
+            // file, so the feed is placed one byte back.
+            let end = self.offset;
+            self.offset -= 1;
+            self.run(b"\n");
+            self.offset = end;
+        }
+        self.close_run();
+        if !self.saw_content {
+            return Err(empty_file_error());
+        }
+        Ok(FileSummary {
+            mode: self.mode.unwrap_or(KeyMode::Lines),
+            lines: self.line - 1,
+            input_lines: self.input_lines.clone(),
+        })
+    }
+
+    fn scan_head(&mut self) -> Result<(), FatalDataError> {
+        self.head_pending = false;
+        let head = std::mem::take(&mut self.head);
+        let bom = byte_order_mark_len(&head)?;
+        self.offset = bom as u64;
+        self.line_start = self.offset;
+        self.run(&head[bom..]);
+        self.head = head;
+        Ok(())
+    }
+
+    /// Runs the state machine over `buf`, which follows the bytes fed before.
+    fn run(&mut self, buf: &[u8]) {
+        let base = self.offset;
+        let mut pos = 0;
+        while pos < buf.len() {
+            match self.state {
+                State::LineStart => {
+                    self.line_start = base + pos as u64;
+                    self.line_counted = false;
+                    self.line_defining = false;
+                    self.line_faulty = false;
+                    self.id_value = 0;
+                    self.id_digits = 0;
+                    self.id_overflow = false;
+                    self.check_values = false;
+                    let b = buf[pos];
+                    self.state = State::Id;
+                    if self.mode.is_none() {
+                        if b.is_ascii_digit() && !self.skip_sequence_ids {
+                            self.decide(KeyMode::Ids);
+                        } else if is_space(b) || b == b'\n' {
+                            self.state = State::Blank;
+                        } else {
+                            self.decide(KeyMode::Lines);
+                        }
+                    }
+                }
+                State::Blank => {
+                    while pos < buf.len() && is_space(buf[pos]) {
+                        pos += 1;
+                    }
+                    match buf.get(pos) {
+                        None => {}
+                        Some(b'\n') => {
+                            pos += 1;
+                            self.end_line(base + pos as u64);
+                        }
+                        Some(_) => {
+                            // The first byte was whitespace, so this is not an id.
+                            self.decide(KeyMode::Lines);
+                            self.state = State::Lead;
+                        }
+                    }
+                }
+                State::Id => {
+                    while let Some(&b) = buf.get(pos) {
+                        if !b.is_ascii_digit() {
+                            break;
+                        }
+                        self.push_digit(b);
+                        pos += 1;
+                    }
+                    if pos < buf.len() {
+                        self.end_id();
+                        self.state = State::Lead;
+                    }
+                }
+                State::Lead => {
+                    while pos < buf.len() && is_space(buf[pos]) {
+                        pos += 1;
+                    }
+                    match buf.get(pos) {
+                        None => {}
+                        Some(b'|') => {
+                            pos += 1;
+                            self.state = State::Pipe;
+                        }
+                        Some(b'\n') => {
+                            pos += 1;
+                            self.end_line(base + pos as u64);
+                        }
+                        Some(_) => {
+                            // The parser reports junk where a sample should start.
+                            self.line_faulty = true;
+                            self.state = State::Values;
+                        }
+                    }
+                }
+                State::Pipe => {
+                    let b = buf[pos];
+                    if b == b'#' {
+                        pos += 1;
+                        self.state = State::Comment;
+                    } else if ends_name(b) {
+                        // An empty name is an error.
+                        self.line_faulty = true;
+                        self.state = State::Values;
+                    } else {
+                        self.name.clear();
+                        self.name_printable = true;
+                        self.state = State::Name;
+                    }
+                }
+                State::Name => {
+                    while let Some(&b) = buf.get(pos) {
+                        if ends_name(b) {
+                            break;
+                        }
+                        if self.name.len() <= self.longest_alias {
+                            self.name.push(b);
+                        }
+                        self.name_printable &= is_printable(b);
+                        pos += 1;
+                    }
+                    if pos < buf.len() {
+                        self.end_name();
+                        self.state = State::Values;
+                    }
+                }
+                State::Values => {
+                    if self.check_values {
+                        while let Some(&b) = buf.get(pos) {
+                            if b == b'|' || b == b'\n' {
+                                break;
+                            }
+                            if !is_printable(b) && !is_space(b) {
+                                self.line_faulty = true;
+                                self.check_values = false;
+                                break;
+                            }
+                            pos += 1;
+                        }
+                    }
+                    match memchr2(b'|', b'\n', &buf[pos..]) {
+                        None => pos = buf.len(),
+                        Some(n) => {
+                            pos += n + 1;
+                            if buf[pos - 1] == b'|' {
+                                self.check_values = false;
+                                self.state = State::Pipe;
+                            } else {
+                                self.end_line(base + pos as u64);
+                            }
+                        }
+                    }
+                }
+                State::Comment => match memchr2(b'|', b'\n', &buf[pos..]) {
+                    None => pos = buf.len(),
+                    Some(n) => {
+                        pos += n + 1;
+                        if buf[pos - 1] == b'|' {
+                            self.state = State::CommentPipe;
+                        } else {
+                            self.end_line(base + pos as u64);
+                        }
+                    }
+                },
+                State::CommentPipe => {
+                    if buf[pos] == b'#' {
+                        pos += 1;
+                        self.state = State::Comment;
+                    } else {
+                        // The `|` ends the comment and starts a sample.
+                        self.state = State::Pipe;
+                    }
+                }
+            }
+        }
+        self.offset = base + buf.len() as u64;
+    }
+
+    fn decide(&mut self, mode: KeyMode) {
+        self.mode = Some(mode);
+        self.saw_content = true;
+    }
+
+    fn push_digit(&mut self, b: u8) {
+        self.id_digits += 1;
+        match self
+            .id_value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(b - b'0')))
+        {
+            Some(v) => self.id_value = v,
+            None => self.id_overflow = true,
+        }
+    }
+
+    /// The digits at the start of the line have ended: in id mode they may open a sequence.
+    fn end_id(&mut self) {
+        if self.mode != Some(KeyMode::Ids) || self.id_digits == 0 {
+            return;
+        }
+        let id = (!self.id_overflow).then_some(self.id_value);
+        let continues = matches!(&self.open, Some(run) if run.id.is_some() && run.id == id);
+        if !continues {
+            self.close_run();
+            self.open = Some(OpenRun {
+                key: id.unwrap_or(u64::MAX),
+                id,
+                start: self.line_start,
+                end: self.line_start,
+                line: self.line,
+                samples: 0,
+            });
+        }
+    }
+
+    fn end_name(&mut self) {
+        let found = if self.name.len() <= self.longest_alias {
+            self.aliases.iter().position(|a| **a == *self.name)
+        } else {
+            None
+        };
+        match found {
+            Some(input) => {
+                if self.seen_on[input] != self.line {
+                    self.seen_on[input] = self.line;
+                    self.input_lines[input] += 1;
+                }
+                self.line_counted = true;
+                self.line_defining |= self.defining == Some(input);
+                self.check_values = false;
+            }
+            None => {
+                self.line_faulty |= !self.name_printable;
+                self.check_values =
+                    self.mode == Some(KeyMode::Lines) && !self.line_counted && !self.line_faulty;
+            }
+        }
+    }
+
+    /// The current line ends at `end` (just past its line feed).
+    fn end_line(&mut self, end: u64) {
+        let samples = u64::from(if self.defining.is_some() {
+            self.line_defining
+        } else {
+            self.line_counted
+        });
+        match self.mode {
+            None => {} // a blank line before the first content
+            Some(KeyMode::Ids) => {
+                if let Some(run) = &mut self.open {
+                    run.end = end;
+                    run.samples += samples;
+                }
+            }
+            Some(KeyMode::Lines) if self.line_counted || self.line_faulty => {
+                self.ready.push(ScannedSequence {
+                    key: self.key_base + self.line - 1,
+                    is_id: false,
+                    start: self.line_start,
+                    end,
+                    line: self.line,
+                    samples,
+                });
+            }
+            Some(KeyMode::Lines) => {} // belongs to no sequence
+        }
+        self.line += 1;
+        self.state = State::LineStart;
+    }
+
+    fn close_run(&mut self) {
+        if let Some(run) = self.open.take() {
+            self.ready.push(ScannedSequence {
+                key: run.key,
+                is_id: run.id.is_some(),
+                start: run.start,
+                end: run.end,
+                line: run.line,
+                samples: run.samples,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_pieces(
+        text: &[u8],
+        piece: usize,
+        inputs: &[InputConfig],
+        skip_ids: bool,
+    ) -> Result<(Vec<ScannedSequence>, FileSummary), FatalDataError> {
+        let mut s = Scanner::new(inputs, skip_ids);
+        s.start_file(0);
+        let mut out = Vec::new();
+        for p in text.chunks(piece.max(1)) {
+            s.feed(p)?;
+            out.append(s.ready());
+        }
+        let summary = s.finish()?;
+        out.append(s.ready());
+        Ok((out, summary))
+    }
+
+    fn inputs() -> Vec<InputConfig> {
+        vec![InputConfig::dense("a", 2), InputConfig::sparse("b", 5)]
+    }
+
+    fn spans(text: &str) -> Vec<(u64, u64, u64, u64, u64)> {
+        let whole = scan_pieces(text.as_bytes(), usize::MAX, &inputs(), false).unwrap();
+        for piece in 1..8 {
+            let split = scan_pieces(text.as_bytes(), piece, &inputs(), false).unwrap();
+            assert_eq!(split, whole, "piece size {piece}");
+        }
+        whole
+            .0
+            .iter()
+            .map(|s| (s.key, s.start, s.end, s.line, s.samples))
+            .collect()
+    }
+
+    #[test]
+    fn id_mode_runs_include_idless_lines_and_count_sample_lines() {
+        let text = "7 |a 1 2\n|b 1:1\n\n|# note\n8 |a 3 4 |b\n8 |a 5 6\n";
+        assert_eq!(spans(text), [(7, 0, 25, 1, 2), (8, 25, 46, 5, 2)]);
+    }
+
+    #[test]
+    fn line_mode_skips_blank_comment_and_unconfigured_lines() {
+        let text = "\n|a 1 2\n  \n|# c |# still |a 1\n|zz 3\n|a 1 |# x\n";
+        // Keys are 0-based line numbers; lines 1, 3 and 5 belong to no sequence. Line 4's
+        // comment ends at `|a`.
+        assert_eq!(
+            spans(text),
+            [(1, 1, 8, 2, 1), (3, 11, 30, 4, 1), (5, 36, 46, 6, 1)]
+        );
+    }
+
+    #[test]
+    fn line_mode_keeps_lines_the_parser_reports() {
+        // Junk before a sample, an empty name, and a non-ASCII byte in an unconfigured input.
+        let text = "x |zz 1\n| 1\n|zz é\n|zz 1 |# é\n";
+        let keys: Vec<u64> = spans(text).iter().map(|s| s.0).collect();
+        assert_eq!(keys, [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_comment_ends_at_an_unescaped_pipe() {
+        let text = "|# a |# b |a 1 2\n|# a |#|#b\n";
+        let got = spans(text);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, 0);
+    }
+
+    #[test]
+    fn defines_mb_size_counts_only_its_input() {
+        let inputs = vec![
+            InputConfig::dense("a", 1),
+            InputConfig::dense("b", 1).defining_mb_size(),
+        ];
+        let text = b"1 |a 1 |b 1\n1 |a 2\n1 |a 3 |b 3\n";
+        let (seqs, summary) = scan_pieces(text, 3, &inputs, false).unwrap();
+        assert_eq!(seqs.len(), 1);
+        assert_eq!(seqs[0].samples, 2);
+        assert_eq!(summary.input_lines, [3, 2]);
+    }
+
+    #[test]
+    fn bom_final_line_without_feed_and_line_count() {
+        let text = "\u{feff}3 |a 1 2\n3 |a 3 4";
+        assert_eq!(spans(text), [(3, 3, 20, 1, 2)]);
+        let (_, summary) = scan_pieces(text.as_bytes(), 2, &inputs(), false).unwrap();
+        assert_eq!(summary.lines, 2);
+        assert_eq!(summary.mode, KeyMode::Ids);
+    }
+
+    #[test]
+    fn overflowing_ids_never_continue() {
+        let text = "99999999999999999999 |a 1\n99999999999999999999 |a 1\n";
+        let got = spans(text);
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|s| s.0 == u64::MAX));
+    }
+
+    #[test]
+    fn empty_and_utf16_files_are_fatal() {
+        for text in [&b""[..], b"\xEF\xBB\xBF", b" \n\t\n", b"\xFF\xFE|\0a"] {
+            for piece in [1, 2, 100] {
+                assert!(scan_pieces(text, piece, &inputs(), false).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn skip_sequence_ids_gives_line_mode() {
+        let (seqs, summary) = scan_pieces(b"5 |a 1\n5 |a 2\n", 4, &inputs(), true).unwrap();
+        assert_eq!(summary.mode, KeyMode::Lines);
+        assert_eq!(seqs.iter().map(|s| s.key).collect::<Vec<_>>(), [0, 1]);
+    }
+}

@@ -1,0 +1,487 @@
+//! The index and chunk loading (issue 3): reading a corpus chunk by chunk through the index
+//! gives exactly what the streaming reader gives, whatever the chunk size, the split into
+//! files and the bytes; the index has the boundaries, keys and counts CNTK-BEHAVIOUR §4
+//! describes; a changed file is an error.
+
+#[allow(dead_code)] // the parser tests use the rest
+mod props_support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ctf_reader::chunks::{ChunkLoader, LoadError, ParsedChunk};
+use ctf_reader::index::build::{CacheMode, IndexingOptions};
+use ctf_reader::index::chunking::IndexLimits;
+use ctf_reader::index::{build_index, CorpusIndex, IndexError, KeyMode};
+use ctf_reader::reader::{read_all, ErrorPolicy};
+use ctf_reader::{Diagnostic, InputConfig, ParsedSequences, ReaderConfig};
+use proptest::prelude::*;
+
+use props_support::entropy::Src;
+use props_support::model::{gen_dataset_for, gen_inputs, render};
+use props_support::run::parse_bits;
+
+fn options() -> IndexingOptions {
+    IndexingOptions {
+        cache: CacheMode::Off,
+        on_warning: Arc::new(|w| panic!("unexpected warning: {w}")),
+        progress: None,
+        limits: IndexLimits::default(),
+    }
+}
+
+fn config(
+    files: &[PathBuf],
+    inputs: &[InputConfig],
+    chunk_size: u64,
+    skip_ids: bool,
+) -> ReaderConfig {
+    ReaderConfig::builder()
+        .files(files.iter().map(|p| p.to_string_lossy().into_owned()))
+        .inputs(inputs.iter().cloned())
+        .chunk_size_in_bytes(chunk_size)
+        .skip_sequence_ids(skip_ids)
+        .build()
+        .expect("valid config")
+}
+
+/// Everything a read produces, in file order.
+#[derive(Debug, PartialEq)]
+struct Read {
+    sequences: ParsedSequences<f64>,
+    diagnostics: Vec<(String, Diagnostic)>,
+    invalid: Vec<(u64, u64)>,
+}
+
+fn via_stream(config: &ReaderConfig) -> Result<Read, String> {
+    let out = read_all::<f64>(config, ErrorPolicy::ReportAll);
+    if let Some(e) = out.error {
+        return Err(e.to_string());
+    }
+    Ok(Read {
+        sequences: out.sequences,
+        diagnostics: out.diagnostics,
+        invalid: Vec::new(),
+    })
+}
+
+fn via_chunks(config: &ReaderConfig) -> Result<(Read, Arc<CorpusIndex>), String> {
+    let opened = build_index(config, &options()).map_err(|e| e.to_string())?;
+    let index = opened.index;
+    let mut loader = ChunkLoader::<f64>::new(Arc::clone(&index), config);
+    let mut chunk = ParsedChunk::new(&config.inputs);
+    let mut read = Read {
+        sequences: ParsedSequences::new(&config.inputs),
+        diagnostics: Vec::new(),
+        invalid: Vec::new(),
+    };
+    for id in 0..index.chunks.len() as u32 {
+        loader.load(id, &mut chunk).map_err(|e| e.to_string())?;
+        let name = &index.files[index.chunk(id).file as usize].name;
+        read.sequences.append(&chunk.sequences);
+        read.diagnostics
+            .extend(chunk.diagnostics.iter().map(|d| (name.clone(), d.clone())));
+        read.invalid
+            .extend(chunk.invalid.iter().map(|s| (s.key, s.line)));
+    }
+    Ok((read, index))
+}
+
+/// Writes `texts` as files in a temporary directory.
+fn write_files(dir: &Path, texts: &[Vec<u8>]) -> Vec<PathBuf> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let p = dir.join(format!("part-{i}.ctf"));
+            std::fs::write(&p, t).unwrap();
+            p
+        })
+        .collect()
+}
+
+/// Reading through the index must equal reading the stream, sequence for sequence and
+/// diagnostic for diagnostic, for every chunk size.
+fn assert_same_as_stream(texts: &[Vec<u8>], inputs: &[InputConfig], skip_ids: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), texts);
+    let streamed = via_stream(&config(&files, inputs, 0, skip_ids));
+    for chunk_size in [0, 1, 7, 64, 1 << 30] {
+        let cfg = config(&files, inputs, chunk_size, skip_ids);
+        let chunked = via_chunks(&cfg);
+        match (&streamed, chunked) {
+            (Ok(s), Ok((c, index))) => {
+                assert_eq!(s.sequences, c.sequences, "chunk size {chunk_size}");
+                assert_eq!(s.diagnostics, c.diagnostics, "chunk size {chunk_size}");
+                check_index_shape(&index, chunk_size);
+            }
+            (Err(s), Err(c)) => assert_eq!(s, &c),
+            (s, c) => panic!(
+                "chunk size {chunk_size}: stream {:?} but chunks {:?}",
+                s.as_ref().map(|_| "ok"),
+                c.as_ref().map(|_| "ok")
+            ),
+        }
+    }
+}
+
+/// Structural invariants of an index.
+fn check_index_shape(index: &CorpusIndex, chunk_size: u64) {
+    let mut next = 0u32;
+    for (f, file) in index.files.iter().enumerate() {
+        let mut prev_end = 0;
+        for id in file.chunks.clone() {
+            let c = index.chunk(id);
+            assert_eq!(c.file as usize, f);
+            assert_eq!(c.sequences.start, next);
+            assert!(c.start >= prev_end && c.end() <= file.stamp.size);
+            prev_end = c.end();
+            next = c.sequences.end;
+            let entries = index.chunk_sequences(id);
+            assert!(!entries.is_empty());
+            assert_eq!(entries[0].offset, 0);
+            let last = entries.last().unwrap();
+            assert_eq!(last.offset + last.len, c.len);
+            if let [.., before, last] = entries {
+                // CNTK's rule: the chunk so far plus the incoming sequence fit the limit.
+                let so_far = u64::from(before.offset + before.len);
+                assert!(so_far + u64::from(last.len) <= chunk_size.min(file.stamp.size));
+            }
+            assert_eq!(
+                c.samples,
+                entries.iter().map(|e| u64::from(e.samples)).sum()
+            );
+        }
+    }
+    assert_eq!(next as usize, index.sequences.len());
+}
+
+const SOUP: &[&[u8]] = &[
+    b"1",
+    b"2",
+    b"7",
+    b"0",
+    b"99999999999999999999",
+    b" ",
+    b"  ",
+    b"\t",
+    b"\r",
+    b"\n",
+    b"\n",
+    b"\n",
+    b"|",
+    b"|a",
+    b"|a ",
+    b"|b",
+    b"|b ",
+    b"|c ",
+    b"|#",
+    b"|# x",
+    b"#",
+    b"1:2",
+    b"0:1",
+    b"9:1",
+    b"3",
+    b"-2.5",
+    b"1e3",
+    b"x",
+    b":",
+    b".",
+    b"\xC3\xA9",
+    b"\x00",
+    b"\xEF\xBB\xBF",
+];
+
+fn soup(src: &mut Src) -> Vec<u8> {
+    let n = src.range(0, 40);
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.extend_from_slice(*src.pick(SOUP));
+    }
+    out
+}
+
+fn soup_inputs(src: &mut Src) -> Vec<InputConfig> {
+    let mut a = InputConfig::dense("a", 2);
+    let mut b = InputConfig::sparse("b", 5);
+    match src.below(3) {
+        0 => a = a.defining_mb_size(),
+        1 => b = b.defining_mb_size(),
+        _ => {}
+    }
+    if src.chance(30) {
+        vec![a]
+    } else {
+        vec![a, b]
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// Byte soup, in one to three files: the scanner and the parser agree on every span.
+    #[test]
+    fn byte_soup_reads_the_same_through_the_index(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let mut src = Src::new(&bytes);
+        let inputs = soup_inputs(&mut src);
+        let n_files = src.range(1, 3);
+        let texts: Vec<Vec<u8>> = (0..n_files).map(|_| soup(&mut src)).collect();
+        let skip_ids = src.chance(20);
+        assert_same_as_stream(&texts, &inputs, skip_ids);
+    }
+
+    /// Valid datasets with every rendering variation of the parser tests.
+    #[test]
+    fn generated_datasets_read_the_same_through_the_index(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
+        let mut src = Src::new(&bytes);
+        let specs = gen_inputs(&mut src);
+        let n_files = src.range(1, 3);
+        let mut texts = Vec::new();
+        let mut inputs = Vec::new();
+        let mut skip_ids = false;
+        for _ in 0..n_files {
+            let ds = gen_dataset_for(&mut src, specs.clone(), &|t| parse_bits::<f64>(t).is_some());
+            let r = render(&mut src, &ds, 0);
+            skip_ids = r.options.skip_sequence_ids;
+            // Names are free (the data uses aliases); the generator's may collide in case.
+            inputs = ds.configs();
+            for (i, input) in inputs.iter_mut().enumerate() {
+                input.name = format!("in{i}");
+            }
+            texts.push(r.text);
+        }
+        assert_same_as_stream(&texts, &inputs, skip_ids);
+    }
+}
+
+fn dense_a() -> Vec<InputConfig> {
+    vec![InputConfig::dense("a", 1), InputConfig::sparse("b", 10)]
+}
+
+fn index_of(text: &str, inputs: &[InputConfig], chunk_size: u64) -> CorpusIndex {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[text.as_bytes().to_vec()]);
+    let opened = build_index(&config(&files, inputs, chunk_size, false), &options()).unwrap();
+    Arc::try_unwrap(opened.index).unwrap()
+}
+
+#[test]
+fn id_mode_keys_offsets_lengths_and_samples() {
+    let text = "\n3 |a 1 |b 0:1\n3 |a 2\n|a 3\n\n5 |a 4 |b\n9 |# only a comment\n";
+    let index = index_of(text, &dense_a(), 1 << 20);
+    let got: Vec<(u64, u32, u32, u32, u32)> = index
+        .sequences
+        .iter()
+        .map(|e| (e.key, e.offset, e.len, e.samples, e.line))
+        .collect();
+    // The leading blank line belongs to no sequence; the chunk starts at sequence 3.
+    assert_eq!(
+        got,
+        [(3, 0, 27, 3, 0), (5, 27, 10, 1, 4), (9, 37, 20, 0, 5)]
+    );
+    assert_eq!(index.chunks.len(), 1);
+    assert_eq!((index.chunks[0].start, index.chunks[0].first_line), (1, 2));
+    assert_eq!(index.files[0].mode, KeyMode::Ids);
+    assert_eq!(index.files[0].lines, 7);
+    assert_eq!(index.files[0].input_lines, [4, 2]);
+}
+
+#[test]
+fn defines_mb_size_counts_lines_of_its_input() {
+    let inputs = vec![
+        InputConfig::dense("a", 1),
+        InputConfig::sparse("b", 10).defining_mb_size(),
+    ];
+    let index = index_of("1 |a 1 |b 1:1\n1 |a 2\n1 |a 3 |b 2:1\n2 |a 1\n", &inputs, 0);
+    let samples: Vec<u32> = index.sequences.iter().map(|e| e.samples).collect();
+    // Sequence 2 has no `b`: E = 0 (the parser will find it invalid).
+    assert_eq!(samples, [2, 0]);
+}
+
+#[test]
+fn line_mode_keys_continue_across_files_and_chunk_sizes_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let texts = [b"|a 1\n\n|a 2\n".to_vec(), b"|# c\n|a 3".to_vec()];
+    let files = write_files(dir.path(), &texts);
+    let index = build_index(&config(&files, &dense_a(), 0, false), &options())
+        .unwrap()
+        .index;
+    let keys: Vec<u64> = index.sequences.iter().map(|e| e.key).collect();
+    assert_eq!(keys, [0, 2, 4]);
+    assert_eq!(index.chunks.len(), 3);
+    assert_eq!(index.files[1].key_base, 3);
+    let index = build_index(&config(&files, &dense_a(), 1 << 20, false), &options())
+        .unwrap()
+        .index;
+    // Chunks never span files.
+    assert_eq!(index.chunks.len(), 2);
+}
+
+#[test]
+fn globs_expand_sorted_and_repeats_across_files_are_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("p-2.ctf", "4 |a 1\n1 |a 1\n"),
+        ("p-1.ctf", "1 |a 1\n2 |a 1\n"),
+        ("q.ctf", "9 |a 1\n"),
+    ] {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let pattern = format!("{}/p-*.ctf", dir.path().display());
+    let cfg = ReaderConfig::builder()
+        .file(pattern)
+        .input(InputConfig::dense("a", 1))
+        .build()
+        .unwrap();
+    let index = build_index(&cfg, &options()).unwrap().index;
+    let names: Vec<&str> = index
+        .files
+        .iter()
+        .map(|f| f.name.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(names, ["p-1.ctf", "p-2.ctf"]);
+    // Keys 1, 2, 4, 1: the second 1 (ordinal 3) repeats.
+    assert_eq!(index.repeated, [3]);
+    let (read, _) = via_chunks(&cfg).unwrap();
+    let keys: Vec<u64> = read.sequences.sequences.iter().map(|s| s.key).collect();
+    assert_eq!(keys, [1, 2, 4]);
+    assert_eq!(read.invalid, [(1, 2)]);
+    assert!(read.diagnostics[0].1.message.contains("already used"));
+
+    let none = ReaderConfig::builder()
+        .file(format!("{}/none-*.ctf", dir.path().display()))
+        .input(InputConfig::dense("a", 1))
+        .build()
+        .unwrap();
+    let err = build_index(&none, &options()).err().unwrap().to_string();
+    assert!(err.contains("no file matches"), "{err}");
+}
+
+#[test]
+fn limits_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[b"1 |a 1\n1 |a 2\n2 |a 3\n3 |a 4\n".to_vec()]);
+    let cfg = config(&files, &dense_a(), 0, false);
+    let mut opts = options();
+    opts.limits = IndexLimits {
+        max_sequence_bytes: 10,
+        max_sequences: 100,
+    };
+    let err = build_index(&cfg, &opts).err().unwrap();
+    assert!(matches!(err, IndexError::Data { line: 1, .. }), "{err}");
+    assert!(
+        err.to_string().contains("sequence 1 is 14 bytes long"),
+        "{err}"
+    );
+    opts.limits = IndexLimits {
+        max_sequence_bytes: 100,
+        max_sequences: 2,
+    };
+    let err = build_index(&cfg, &opts).err().unwrap();
+    assert!(matches!(err, IndexError::Data { line: 4, .. }), "{err}");
+}
+
+#[test]
+fn empty_and_utf16_files_fail_indexing() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[b"|a 1\n".to_vec(), b" \n\n".to_vec()]);
+    let err = build_index(&config(&files, &dense_a(), 0, false), &options())
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .ends_with("part-1.ctf: error: the file is empty"),
+        "{err}"
+    );
+    let files = write_files(dir.path(), &[b"\xFF\xFE|\0a\0".to_vec()]);
+    let err = build_index(&config(&files, &dense_a(), 0, false), &options())
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains("part-0.ctf:1:1: error: the file starts with a UTF-16"),
+        "{err}"
+    );
+}
+
+/// Loads every chunk, after `change` has been applied to the indexed file.
+fn load_after(change: impl FnOnce(&Path)) -> Result<(), LoadError> {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (0..200).map(|i| format!("{i} |a {i}\n")).collect();
+    let files = write_files(dir.path(), &[text.into_bytes()]);
+    let cfg = config(&files, &dense_a(), 256, false);
+    let index = build_index(&cfg, &options()).unwrap().index;
+    let mut loader = ChunkLoader::<f32>::new(Arc::clone(&index), &cfg);
+    let mut chunk = ParsedChunk::new(&cfg.inputs);
+    loader.load(0, &mut chunk).unwrap();
+    change(&files[0]);
+    for id in 0..index.chunks.len() as u32 {
+        loader.load(id, &mut chunk)?;
+    }
+    Ok(())
+}
+
+fn assert_changed(result: Result<(), LoadError>, detail: &str) {
+    match result {
+        Err(e @ LoadError::Changed { .. }) => {
+            let message = e.to_string();
+            assert!(
+                message.contains("data file changed since it was indexed"),
+                "{message}"
+            );
+            assert!(message.contains(detail), "{message}");
+        }
+        other => panic!("expected a changed-file error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_file_changed_after_indexing_is_an_error() {
+    use std::fs::OpenOptions;
+    assert!(load_after(|_| {}).is_ok());
+    assert_changed(
+        load_after(|p| {
+            OpenOptions::new()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_len(100)
+                .unwrap()
+        }),
+        "shorter",
+    );
+    assert_changed(
+        load_after(|p| {
+            use std::io::Write;
+            OpenOptions::new()
+                .append(true)
+                .open(p)
+                .unwrap()
+                .write_all(b"999 |a 1\n")
+                .unwrap();
+        }),
+        "longer",
+    );
+    assert_changed(
+        load_after(|p| {
+            let other = p.with_extension("new");
+            let text = std::fs::read(p).unwrap();
+            std::fs::write(&other, text).unwrap();
+            std::fs::rename(&other, p).unwrap();
+        }),
+        "replaced",
+    );
+    assert_changed(load_after(|p| std::fs::remove_file(p).unwrap()), "removed");
+    // Same size, same modification time: the content check still sees it.
+    assert_changed(
+        load_after(|p| {
+            let meta = std::fs::metadata(p).unwrap();
+            let text = std::fs::read(p).unwrap();
+            let shifted: Vec<u8> = [&text[1..], &b"\n"[..]].concat();
+            std::fs::write(p, shifted).unwrap();
+            let f = std::fs::File::options().write(true).open(p).unwrap();
+            f.set_modified(meta.modified().unwrap()).unwrap();
+        }),
+        "",
+    );
+}
