@@ -196,7 +196,7 @@ fn soup(src: &mut Src) -> Vec<u8> {
     let n = src.range(0, 40);
     let mut out = Vec::new();
     for _ in 0..n {
-        let piece: &[u8] = src.pick(SOUP);
+        let piece: &&[u8] = src.pick(SOUP);
         out.extend_from_slice(piece);
     }
     out
