@@ -12,6 +12,7 @@ use std::io::{self, Read};
 
 use crate::config::ReaderConfig;
 use crate::diag::{Diagnostic, Severity};
+use crate::index::files::{expand_file_patterns, DataFile};
 use crate::parser::{
     Element, FatalDataError, ParseCounts, ParsedSequences, StreamOptions, StreamParser,
 };
@@ -95,9 +96,11 @@ pub fn stderr_sink() -> DiagnosticSink {
     Box::new(|file, d| eprintln!("{}", d.display_in(file)))
 }
 
-/// Streams the sequences of a corpus, file by file, in batches.
+/// Streams the sequences of a corpus, file by file (glob patterns in `file` expanded), in
+/// batches.
 pub struct SequenceReader<T> {
-    files: Vec<String>,
+    /// The data files, glob patterns expanded.
+    files: Vec<DataFile>,
     next_file: usize,
     current: Option<File>,
     /// Name of the file whose bytes were fed last (diagnostics refer to it).
@@ -123,8 +126,8 @@ impl<T: Element> SequenceReader<T> {
             skip_sequence_ids: config.skip_sequence_ids,
             frame_mode: config.frame_mode,
         };
-        SequenceReader {
-            files: config.files.clone(),
+        let mut reader = SequenceReader {
+            files: Vec::new(),
             next_file: 0,
             current: None,
             current_name: String::new(),
@@ -138,7 +141,12 @@ impl<T: Element> SequenceReader<T> {
             sink,
             next_key_base: 0,
             done: false,
+        };
+        match expand_file_patterns(&config.files) {
+            Ok(files) => reader.files = files,
+            Err((file, error)) => reader.pending_error = Some(ReadError::Io { file, error }),
         }
+        reader
     }
 
     /// Counts so far (lines, sequences, errors, warnings).
@@ -181,9 +189,9 @@ impl<T: Element> SequenceReader<T> {
                 self.done = true;
                 return Ok(());
             }
-            let name = self.files[self.next_file].clone();
+            let DataFile { name, path } = self.files[self.next_file].clone();
             self.next_file += 1;
-            let file = File::open(&name).map_err(|error| ReadError::Io {
+            let file = File::open(&path).map_err(|error| ReadError::Io {
                 file: name.clone(),
                 error,
             })?;
