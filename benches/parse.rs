@@ -8,80 +8,15 @@
 //! Run: `cargo bench --bench parse`. Needs `python3` and the generator at
 //! `../shared/bench/gen_ctf.py` (or `$CTF_GEN_SCRIPT`).
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ctf_reader::parser::{StreamOptions, StreamParser};
-use ctf_reader::{InputConfig, ParsedSequences};
+use ctf_reader::ParsedSequences;
 
 #[path = "../examples/naive_parse.rs"]
 mod naive;
+mod support;
 
-/// A shape: its generator name, sequence count, and configured inputs.
-struct Shape {
-    name: &'static str,
-    n: u32,
-    inputs: Vec<InputConfig>,
-}
-
-fn shapes() -> Vec<Shape> {
-    vec![
-        Shape {
-            name: "dense",
-            n: 6000,
-            inputs: vec![
-                InputConfig::dense("labels", 10),
-                InputConfig::dense("features", 784),
-            ],
-        },
-        Shape {
-            name: "sparse",
-            n: 40000,
-            inputs: vec![
-                InputConfig::sparse("src", 100000),
-                InputConfig::sparse("tgt", 100000),
-            ],
-        },
-        Shape {
-            name: "seq",
-            n: 6000,
-            inputs: vec![
-                InputConfig::sparse("word", 50000),
-                InputConfig::sparse("tag", 50),
-            ],
-        },
-        Shape {
-            name: "ragged",
-            n: 2000,
-            inputs: vec![InputConfig::sparse("x", 100000)],
-        },
-    ]
-}
-
-/// Generates the shape's data with the project's deterministic generator.
-fn generate(shape: &Shape) -> Vec<u8> {
-    let script = std::env::var_os("CTF_GEN_SCRIPT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/gen_ctf.py")
-        });
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let out = dir.join(format!("bench-{}-{}.ctf", shape.name, shape.n));
-    if !out.exists() {
-        let status = Command::new("python3")
-            .arg(&script)
-            .arg(shape.name)
-            .arg(&out)
-            .arg("--n")
-            .arg(shape.n.to_string())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("python3 runs the generator");
-        assert!(status.success(), "{} failed", script.display());
-    }
-    std::fs::read(&out).expect("generated data is readable")
-}
+use support::{generate, shapes};
 
 /// Parses `data` with a reused parser (as the reader reuses its buffers across blocks).
 fn parse_all<T: ctf_reader::Element>(parser: &mut StreamParser<T>, data: &[u8]) -> usize {
@@ -105,7 +40,7 @@ fn bench_parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
     group.sample_size(10);
     for shape in shapes() {
-        let data = generate(&shape);
+        let data = std::fs::read(generate(&shape)).expect("generated data is readable");
         group.throughput(Throughput::Bytes(data.len() as u64));
         let mut parser = StreamParser::<f32>::new(&shape.inputs, StreamOptions::default());
         group.bench_function(format!("{}/f32", shape.name), |b| {
@@ -116,7 +51,7 @@ fn bench_parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("naive");
     group.sample_size(10);
     for shape in shapes() {
-        let data = generate(&shape);
+        let data = std::fs::read(generate(&shape)).expect("generated data is readable");
         group.throughput(Throughput::Bytes(data.len() as u64));
         group.bench_function(shape.name, |b| {
             b.iter(|| {

@@ -4,7 +4,9 @@
 //! This is the streaming path used by `ctf dump` and `ctf validate`: memory stays bounded by
 //! the block size and the longest sequence, never by the file. Invalid sequences are skipped
 //! and reported once each (`traceLevel >= 1`) until more than `maxErrors` have occurred; in
-//! [`ErrorPolicy::ReportAll`] every error is reported and none stops the read.
+//! [`ErrorPolicy::ReportAll`] every error is reported and none stops the read. The
+//! `maxErrors` policy itself is an [`ErrorBudget`], so readers that go chunk by chunk through
+//! the index apply exactly the same rule.
 
 use std::fmt;
 use std::fs::File;
@@ -14,7 +16,8 @@ use crate::config::ReaderConfig;
 use crate::diag::{Diagnostic, Severity};
 use crate::index::files::{expand_file_patterns, DataFile};
 use crate::parser::{
-    Element, FatalDataError, ParseCounts, ParsedSequences, StreamOptions, StreamParser,
+    Element, FatalDataError, InvalidSequence, ParseCounts, ParsedSequences, StreamOptions,
+    StreamParser,
 };
 
 /// Size of one read from a data file.
@@ -96,6 +99,88 @@ pub fn stderr_sink() -> DiagnosticSink {
     Box::new(|file, d| eprintln!("{}", d.display_in(file)))
 }
 
+/// The `maxErrors` policy of [`ErrorPolicy::Budget`], shared by every reading path (the
+/// streaming [`SequenceReader`] and the chunk-by-chunk readers such as `ctf stats`).
+///
+/// Each invalid sequence is charged once; up to `max_errors` of them are skipped, each one's
+/// first error reported at `traceLevel >= 1`, and the next one fails the read with
+/// [`ReadError::TooManyErrors`]. Warnings are reported at `traceLevel >= 1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorBudget {
+    /// Invalid sequences that may be skipped (`maxErrors`).
+    pub max_errors: u64,
+    /// `traceLevel`: warnings and skipped sequences are reported from 1 on.
+    pub trace_level: u32,
+    /// Invalid sequences charged so far.
+    pub invalid_so_far: u64,
+}
+
+/// The budget ran out: the invalid sequence that exceeded it, and where to cut.
+#[derive(Debug)]
+pub struct BudgetExceeded {
+    /// Valid sequences of the step that precede the failing invalid sequence (the ones to
+    /// keep).
+    pub keep: usize,
+    /// The [`ReadError::TooManyErrors`] to fail with.
+    pub error: ReadError,
+}
+
+impl ErrorBudget {
+    /// A fresh budget: `max_errors` skips, reports at `trace_level >= 1`.
+    pub fn new(max_errors: u64, trace_level: u32) -> Self {
+        ErrorBudget {
+            max_errors,
+            trace_level,
+            invalid_so_far: 0,
+        }
+    }
+
+    /// The budget a configuration sets (`maxErrors`, `traceLevel`).
+    pub fn for_config(config: &ReaderConfig) -> Self {
+        Self::new(config.max_errors, config.trace_level)
+    }
+
+    /// Handles one step of a read of file `file`: reports its warnings (errors among
+    /// `diagnostics` are not reported: each invalid sequence reports its first error), then
+    /// charges its invalid sequences in order, reporting each skipped one's first error.
+    ///
+    /// Returns the cut when a sequence exceeds the budget; the sequences after it are neither
+    /// charged nor reported.
+    pub fn charge(
+        &mut self,
+        file: &str,
+        diagnostics: &[Diagnostic],
+        invalid: &[InvalidSequence],
+        sink: &mut dyn FnMut(&str, &Diagnostic),
+    ) -> Result<(), BudgetExceeded> {
+        if self.trace_level >= 1 {
+            for d in diagnostics
+                .iter()
+                .filter(|d| d.severity == Severity::Warning)
+            {
+                sink(file, d);
+            }
+        }
+        for seq in invalid {
+            self.invalid_so_far += 1;
+            if self.invalid_so_far > self.max_errors {
+                return Err(BudgetExceeded {
+                    keep: seq.valid_before,
+                    error: ReadError::TooManyErrors {
+                        file: file.to_string(),
+                        last: seq.first_error.clone(),
+                        max_errors: self.max_errors,
+                    },
+                });
+            }
+            if self.trace_level >= 1 {
+                sink(file, &seq.first_error);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Streams the sequences of a corpus, file by file (glob patterns in `file` expanded), in
 /// batches.
 pub struct SequenceReader<T> {
@@ -110,9 +195,7 @@ pub struct SequenceReader<T> {
     parser: StreamParser<T>,
     buffer: Vec<u8>,
     policy: ErrorPolicy,
-    max_errors: u64,
-    trace_level: u32,
-    invalid_so_far: u64,
+    budget: ErrorBudget,
     sink: DiagnosticSink,
     /// Line-mode key of the next file's first line.
     next_key_base: u64,
@@ -135,9 +218,7 @@ impl<T: Element> SequenceReader<T> {
             parser: StreamParser::new(&config.inputs, options),
             buffer: Vec::new(),
             policy,
-            max_errors: config.max_errors,
-            trace_level: config.trace_level,
-            invalid_so_far: 0,
+            budget: ErrorBudget::for_config(config),
             sink,
             next_key_base: 0,
             done: false,
@@ -235,38 +316,24 @@ impl<T: Element> SequenceReader<T> {
     /// failing sequence.
     fn apply_policy(&mut self) -> Result<(), ReadError> {
         let name = self.current_name.as_str();
-        for d in self.parser.diagnostics() {
-            let wanted = match d.severity {
-                Severity::Warning => self.trace_level >= 1,
-                Severity::Error => self.policy == ErrorPolicy::ReportAll,
-            };
-            if wanted {
-                (self.sink)(name, d);
-            }
-        }
         if self.policy == ErrorPolicy::ReportAll {
+            for d in self.parser.diagnostics() {
+                if d.severity == Severity::Error || self.budget.trace_level >= 1 {
+                    (self.sink)(name, d);
+                }
+            }
             return Ok(());
         }
-        let mut failure = None;
-        for seq in self.parser.invalid_sequences() {
-            self.invalid_so_far += 1;
-            if self.invalid_so_far > self.max_errors {
-                failure = Some((seq.valid_before, seq.first_error.clone()));
-                break;
-            }
-            if self.trace_level >= 1 {
-                (self.sink)(name, &seq.first_error);
-            }
-        }
-        if let Some((valid_before, last)) = failure {
-            self.parser.truncate_sequences(valid_before);
-            return Err(ReadError::TooManyErrors {
-                file: name.to_string(),
-                last,
-                max_errors: self.max_errors,
-            });
-        }
-        Ok(())
+        let charged = self.budget.charge(
+            name,
+            self.parser.diagnostics(),
+            self.parser.invalid_sequences(),
+            &mut self.sink,
+        );
+        charged.map_err(|exceeded| {
+            self.parser.truncate_sequences(exceeded.keep);
+            exceeded.error
+        })
     }
 }
 

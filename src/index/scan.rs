@@ -94,9 +94,96 @@ fn is_printable(b: u8) -> bool {
     (0x21..0x7f).contains(&b)
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The 8 bytes of `buf` at `at` as a little-endian word, zero-padded past the end.
+#[inline]
+fn load_word(buf: &[u8], at: usize) -> u64 {
+    match buf.get(at..at + 8) {
+        Some(b) => <[u8; 8]>::try_from(b).map_or(0, u64::from_le_bytes),
+        None => {
+            let mut bytes = [0u8; 8];
+            let tail = buf.get(at..).unwrap_or(&[]);
+            bytes[..tail.len()].copy_from_slice(tail);
+            u64::from_le_bytes(bytes)
+        }
+    }
+}
+
+/// The high bit of each byte of `word` that equals `b` (exact: no borrow between bytes).
+#[inline]
+fn bytes_equal(word: u64, b: u8) -> u64 {
+    let x = word ^ (ONES * u64::from(b));
+    !(((x & LOW7) + LOW7) | x) & HIGH
+}
+
+/// Positions of `|` and line feeds in a buffer, in order. Short lines are searched eight
+/// bytes at a time with word arithmetic; long lines with memchr, whose per-call cost pays off
+/// only over long distances.
+enum Specials<'a> {
+    Words {
+        buf: &'a [u8],
+        word_start: usize,
+        mask: u64,
+    },
+    Memchr(memchr::Memchr2<'a>, usize),
+}
+
+impl<'a> Specials<'a> {
+    /// The specials of `buf` from `from`; `short_lines` picks the word search.
+    fn new(buf: &'a [u8], from: usize, short_lines: bool) -> Self {
+        if short_lines {
+            let word = load_word(buf, from);
+            Specials::Words {
+                buf,
+                word_start: from,
+                mask: bytes_equal(word, b'|') | bytes_equal(word, b'\n'),
+            }
+        } else {
+            Specials::Memchr(memchr::memchr2_iter(b'|', b'\n', &buf[from..]), from)
+        }
+    }
+}
+
+impl Iterator for Specials<'_> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        match self {
+            Specials::Words {
+                buf,
+                word_start,
+                mask,
+            } => {
+                while *mask == 0 {
+                    *word_start += 8;
+                    if *word_start >= buf.len() {
+                        return None;
+                    }
+                    let word = load_word(buf, *word_start);
+                    *mask = bytes_equal(word, b'|') | bytes_equal(word, b'\n');
+                }
+                let at = *word_start + (mask.trailing_zeros() / 8) as usize;
+                *mask &= *mask - 1;
+                Some(at)
+            }
+            Specials::Memchr(hits, from) => hits.next().map(|h| h + *from),
+        }
+    }
+}
+
+/// Lines shorter than this, on average, are searched with word arithmetic.
+const SHORT_LINE: usize = 96;
+
 /// The incremental boundary scanner for one configuration.
 pub struct Scanner {
     aliases: Vec<Box<[u8]>>,
+    /// Per alias: mask and bits of its first (up to) 8 bytes as a little-endian word, and its
+    /// length.
+    packed: Vec<(u64, u64, usize)>,
     longest_alias: usize,
     defining: Option<usize>,
     skip_sequence_ids: bool,
@@ -127,6 +214,8 @@ pub struct Scanner {
     /// Whether the bytes of the current values must be checked (line mode, a line that is
     /// neither counted nor faulty yet, after an unconfigured name).
     check_values: bool,
+    /// Mean length of the lines the fast path saw last (picks its search).
+    mean_line_len: usize,
     open: Option<OpenRun>,
     ready: Vec<ScannedSequence>,
 }
@@ -138,7 +227,20 @@ impl Scanner {
             .iter()
             .map(|i| i.alias.as_bytes().to_vec().into_boxed_slice())
             .collect();
+        let packed = aliases
+            .iter()
+            .map(|a| {
+                let len = a.len();
+                let mask = if len >= 8 {
+                    u64::MAX
+                } else {
+                    (1u64 << (8 * len)) - 1
+                };
+                (mask, load_word(a, 0) & mask, len)
+            })
+            .collect();
         Scanner {
+            packed,
             longest_alias: aliases.iter().map(|a| a.len()).max().unwrap_or(0),
             defining: inputs.iter().position(|i| i.defines_mb_size),
             skip_sequence_ids,
@@ -162,6 +264,7 @@ impl Scanner {
             name: Vec::new(),
             name_printable: true,
             check_values: false,
+            mean_line_len: 0,
             open: None,
             ready: Vec::new(),
             aliases,
@@ -247,6 +350,12 @@ impl Scanner {
         while pos < buf.len() {
             match self.state {
                 State::LineStart => {
+                    if self.mode.is_some() {
+                        pos = self.run_lines(buf, pos, base);
+                        if pos == buf.len() {
+                            break;
+                        }
+                    }
                     self.line_start = base + pos as u64;
                     self.line_counted = false;
                     self.line_defining = false;
@@ -401,6 +510,110 @@ impl Scanner {
         self.offset = base + buf.len() as u64;
     }
 
+    /// The fast path: scans the complete lines of `buf` from `pos` (a line start, mode
+    /// decided) with one pass of memchr over `|` and line feeds, and commits each line as the
+    /// state machine would. Returns the start of the first line it leaves to the state
+    /// machine: the incomplete last line, or a line it does not handle (an id beyond 19
+    /// digits, a line-mode line holding no configured input, more than 64 inputs).
+    fn run_lines(&mut self, buf: &[u8], pos: usize, base: u64) -> usize {
+        let Some(mode) = self.mode else { return pos };
+        if self.aliases.len() > 64 {
+            return pos;
+        }
+        let short_lines = self.mean_line_len < SHORT_LINE;
+        let mut hits = Specials::new(buf, pos, short_lines);
+        let mut start = pos;
+        let mut lines = 0;
+        let result = loop {
+            let mut seen = 0u64;
+            let end = loop {
+                let Some(q) = hits.next() else {
+                    break None; // the line continues in the next piece
+                };
+                if buf[q] == b'\n' {
+                    break Some(q + 1);
+                }
+                // With `#` after it, a `|` starts a comment or escapes a pipe inside one;
+                // otherwise it starts a sample (ending any comment).
+                if buf.get(q + 1) == Some(&b'#') {
+                    continue;
+                }
+                if let Some(input) = self.alias_at(buf, q + 1) {
+                    seen |= 1 << input;
+                }
+            };
+            let Some(end) = end else { break start };
+            if seen == 0 && mode == KeyMode::Lines {
+                break start; // the state machine checks the line for errors
+            }
+            if !self.commit_line(buf, start, end, seen, base) {
+                break start;
+            }
+            lines += 1;
+            start = end;
+            if start == buf.len() {
+                break start;
+            }
+        };
+        if let Some(mean) = (result - pos).checked_div(lines) {
+            self.mean_line_len = mean;
+        }
+        result
+    }
+
+    /// Commits the line `buf[start..end]` found by the fast path, holding the inputs in
+    /// `seen`, as the state machine would. Returns false, committing nothing, for an id that
+    /// may not fit in 64 bits.
+    #[inline]
+    fn commit_line(&mut self, buf: &[u8], start: usize, end: usize, seen: u64, base: u64) -> bool {
+        let mut p = start;
+        let mut id = 0u64;
+        while let Some(&b) = buf.get(p) {
+            if !b.is_ascii_digit() {
+                break;
+            }
+            id = id.wrapping_mul(10).wrapping_add(u64::from(b - b'0'));
+            p += 1;
+        }
+        let digits = (p - start) as u64;
+        if digits > 19 {
+            return false;
+        }
+        let mut bits = seen;
+        while bits != 0 {
+            self.input_lines[bits.trailing_zeros() as usize] += 1;
+            bits &= bits - 1;
+        }
+        self.line_start = base + start as u64;
+        self.line_counted = seen != 0;
+        self.line_defining = self.defining.is_some_and(|d| seen & (1 << d) != 0);
+        self.line_faulty = false;
+        self.id_value = id;
+        self.id_digits = digits;
+        self.id_overflow = false;
+        self.end_id();
+        self.end_line(base + end as u64);
+        true
+    }
+
+    /// The configured input whose alias is the name starting at `at`, if any.
+    #[inline]
+    fn alias_at(&self, buf: &[u8], at: usize) -> Option<usize> {
+        let word = load_word(buf, at);
+        self.packed.iter().position(|&(mask, bits, len)| {
+            let head = if len <= 8 {
+                word & mask == bits
+            } else {
+                buf.get(at..at + len).is_some_and(|name| {
+                    self.aliases
+                        .iter()
+                        .any(|a| a.len() == len && a.iter().zip(name).all(|(x, y)| x == y))
+                })
+            };
+            head && buf.get(at + len).is_some_and(|&b| ends_name(b))
+        })
+    }
+
     fn decide(&mut self, mode: KeyMode) {
         self.mode = Some(mode);
         self.saw_content = true;
@@ -419,6 +632,7 @@ impl Scanner {
     }
 
     /// The digits at the start of the line have ended: in id mode they may open a sequence.
+    #[inline]
     fn end_id(&mut self) {
         if self.mode != Some(KeyMode::Ids) || self.id_digits == 0 {
             return;
@@ -463,6 +677,7 @@ impl Scanner {
     }
 
     /// The current line ends at `end` (just past its line feed).
+    #[inline]
     fn end_line(&mut self, end: u64) {
         let samples = u64::from(if self.defining.is_some() {
             self.line_defining

@@ -8,12 +8,13 @@ use ctf_reader::{InputConfig, Precision, ReaderConfig, StorageFormat};
 
 use crate::Failure;
 
-/// Validate, dump and inspect CNTK Text Format (CTF) datasets.
+/// Validate, dump, index and summarize CNTK Text Format (CTF) datasets.
 #[derive(Parser, Debug)]
 #[command(
     name = "ctf",
     version,
-    about = "Validate and dump CNTK Text Format (CTF) datasets read through a CNTK reader configuration"
+    about = "Validate, dump, index and summarize (stats) CNTK Text Format (CTF) datasets read \
+             through a CNTK reader configuration"
 )]
 pub struct Cli {
     /// What to do.
@@ -28,6 +29,10 @@ pub enum Command {
     Dump(DataArgs),
     /// Report every error and warning in the data, then a summary; exit 1 on any error.
     Validate(DataArgs),
+    /// Scan every file and write its index cache next to it, then print an indexing summary.
+    Index(DataArgs),
+    /// Print corpus statistics: sequences, samples, sequence lengths and values per input.
+    Stats(DataArgs),
 }
 
 /// Where the data and its configuration come from.
@@ -47,7 +52,7 @@ pub struct DataArgs {
     /// Element type of the values.
     #[arg(long, value_name = "float|double", value_parser = parse_precision)]
     pub precision: Option<Precision>,
-    /// Number of invalid sequences to skip before failing (`dump`).
+    /// Number of invalid sequences to skip before failing (`dump`, `stats`).
     #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
     /// Treat every line as its own sequence.

@@ -1,14 +1,18 @@
-//! `ctf`: validate, dump, index and benchmark CNTK Text Format datasets from the shell.
+//! `ctf`: validate, dump, index and summarize CNTK Text Format datasets from the shell.
 //!
 //! Exit codes (SPEC §7.5): 0 ok; 1 data error (beyond maxErrors for readers, any error for
 //! `validate`); 2 usage or configuration error. Data goes to stdout, everything else to
-//! stderr (the `validate` summary goes to stdout).
+//! stderr (the `validate`, `index` and `stats` summaries go to stdout).
 
 mod cli;
 mod dump;
+mod index;
 mod json;
+mod progress;
+mod stats;
 mod validate;
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -28,6 +32,8 @@ fn main() -> ExitCode {
     let result = match args.command {
         cli::Command::Dump(a) => dump::run(&a),
         cli::Command::Validate(a) => validate::run(&a),
+        cli::Command::Index(a) => index::run(&a),
+        cli::Command::Stats(a) => stats::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -40,5 +46,20 @@ fn main() -> ExitCode {
             eprintln!("{message}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Prints a summary on stdout, one line each. A closed pipe (`ctf stats | head -1`) is not an
+/// error: the reader of the output chose to stop.
+pub fn print_lines(lines: &[String]) -> Result<(), Failure> {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::Data(format!(
+            "error: cannot write the output: {e}"
+        ))),
     }
 }

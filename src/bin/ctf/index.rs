@@ -1,0 +1,57 @@
+//! `ctf index`: scans every data file, writes its index cache next to it (synchronously,
+//! whatever `cacheIndex` says) and prints an indexing summary on stdout.
+//!
+//! An index cache that cannot be written is a warning (`FILE: warning: MESSAGE` on stderr),
+//! not an error; a file that cannot be indexed (missing, empty, UTF-16, ...) is exit 1.
+
+use std::time::Instant;
+
+use ctf_reader::index::build::CacheMode;
+use ctf_reader::index::{build_index, IndexingOptions};
+
+use crate::cli::DataArgs;
+use crate::progress::{self, Progress};
+use crate::{print_lines, Failure};
+
+/// Runs `ctf index`.
+pub fn run(args: &DataArgs) -> Result<(), Failure> {
+    let config = args.reader_config()?;
+    let progress = Progress::new("indexing", progress::bar_total(&config));
+    let mut options = IndexingOptions::for_config(&config);
+    options.cache = CacheMode::Rebuild;
+    options.progress = progress.sink();
+    if config.trace_level >= 1 {
+        options.on_warning = progress.warning_sink();
+    }
+    let start = Instant::now();
+    let built = build_index(&config, &options);
+    let seconds = start.elapsed().as_secs_f64();
+    progress.finish();
+    let opened = built.map_err(|e| Failure::Data(e.to_string()))?;
+    let index = &opened.index;
+
+    let sequences = index.sequences.iter().filter(|e| e.samples > 0).count();
+    let bytes = index.total_bytes();
+    let mut lines = vec![
+        format!("files: {}", index.files.len()),
+        format!("sequences: {sequences}"),
+    ];
+    for (i, input) in config.inputs.iter().enumerate() {
+        let samples: u64 = index
+            .files
+            .iter()
+            .map(|f| f.input_lines.get(i).copied().unwrap_or(0))
+            .sum();
+        lines.push(format!("samples {}: {samples}", input.name));
+    }
+    // A scan never takes zero time, but the rate must stay finite whatever the clock says.
+    let rate = bytes as f64 / seconds.max(1e-9) / 1e9;
+    lines.extend([
+        format!("chunks: {}", index.chunks.len()),
+        format!("bytes: {bytes}"),
+        format!("seconds: {seconds:.3}"),
+        format!("GB/s: {rate:.3}"),
+        format!("caches written: {}", opened.caches_written),
+    ]);
+    print_lines(&lines)
+}
