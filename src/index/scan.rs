@@ -75,6 +75,9 @@ enum State {
 struct OpenRun {
     key: u64,
     id: Option<u64>,
+    /// The bytes of the id as written on the run's first line, when shorter than 8 bytes
+    /// and found by the fast path (else `u64::MAX`, which no id's bytes equal).
+    id_bytes: u64,
     start: u64,
     end: u64,
     line: u64,
@@ -119,63 +122,59 @@ fn bytes_equal(word: u64, b: u8) -> u64 {
     !(((x & LOW7) + LOW7) | x) & HIGH
 }
 
-/// Positions of `|` and line feeds in a buffer, in order. Short lines are searched eight
-/// bytes at a time with word arithmetic; long lines with memchr, whose per-call cost pays off
+/// Positions of `|` and line feeds in a buffer, in order, found eight bytes at a time with
+/// word arithmetic: for short lines this beats a memchr call per hit, whose setup pays off
 /// only over long distances.
-enum Specials<'a> {
-    Words {
-        buf: &'a [u8],
-        word_start: usize,
-        mask: u64,
-    },
-    Memchr(memchr::Memchr2<'a>, usize),
+struct WordSearch<'a> {
+    buf: &'a [u8],
+    word_start: usize,
+    mask: u64,
 }
 
-impl<'a> Specials<'a> {
-    /// The specials of `buf` from `from`; `short_lines` picks the word search.
-    fn new(buf: &'a [u8], from: usize, short_lines: bool) -> Self {
-        if short_lines {
-            let word = load_word(buf, from);
-            Specials::Words {
-                buf,
-                word_start: from,
-                mask: bytes_equal(word, b'|') | bytes_equal(word, b'\n'),
-            }
-        } else {
-            Specials::Memchr(memchr::memchr2_iter(b'|', b'\n', &buf[from..]), from)
+impl<'a> WordSearch<'a> {
+    fn new(buf: &'a [u8], from: usize) -> Self {
+        WordSearch {
+            buf,
+            word_start: from,
+            mask: specials_in(load_word(buf, from)),
         }
     }
 }
 
-impl Iterator for Specials<'_> {
+/// The high bit of each byte of `word` that is `|` or a line feed.
+#[inline(always)]
+fn specials_in(word: u64) -> u64 {
+    bytes_equal(word, b'|') | bytes_equal(word, b'\n')
+}
+
+impl Iterator for WordSearch<'_> {
     type Item = usize;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<usize> {
-        match self {
-            Specials::Words {
-                buf,
-                word_start,
-                mask,
-            } => {
-                while *mask == 0 {
-                    *word_start += 8;
-                    if *word_start >= buf.len() {
-                        return None;
-                    }
-                    let word = load_word(buf, *word_start);
-                    *mask = bytes_equal(word, b'|') | bytes_equal(word, b'\n');
-                }
-                let at = *word_start + (mask.trailing_zeros() / 8) as usize;
-                *mask &= *mask - 1;
-                Some(at)
+        while self.mask == 0 {
+            self.word_start += 8;
+            if self.word_start >= self.buf.len() {
+                return None;
             }
-            Specials::Memchr(hits, from) => hits.next().map(|h| h + *from),
+            self.mask = specials_in(load_word(self.buf, self.word_start));
         }
+        let at = self.word_start + (self.mask.trailing_zeros() / 8) as usize;
+        self.mask &= self.mask - 1;
+        Some(at)
     }
 }
 
-/// Lines shorter than this, on average, are searched with word arithmetic.
+/// The number of leading ASCII digits of `word` (8 when all are digits).
+#[inline(always)]
+fn leading_digits(word: u64) -> u32 {
+    let x = word ^ (ONES * u64::from(b'0'));
+    // A byte is a digit when it is below 10 once '0' is xored away.
+    let non_digits = (((x & LOW7) + ONES * (0x80 - 10)) | x) & HIGH;
+    non_digits.trailing_zeros() / 8
+}
+
+/// Lines shorter than this, on average, are searched a word at a time.
 const SHORT_LINE: usize = 96;
 
 /// The incremental boundary scanner for one configuration.
@@ -216,6 +215,8 @@ pub struct Scanner {
     check_values: bool,
     /// Mean length of the lines the fast path saw last (picks its search).
     mean_line_len: usize,
+    /// The input the fast path tries first for the next name.
+    next_guess: usize,
     open: Option<OpenRun>,
     ready: Vec<ScannedSequence>,
 }
@@ -265,6 +266,7 @@ impl Scanner {
             name_printable: true,
             check_values: false,
             mean_line_len: 0,
+            next_guess: 0,
             open: None,
             ready: Vec::new(),
             aliases,
@@ -520,8 +522,25 @@ impl Scanner {
         if self.aliases.len() > 64 {
             return pos;
         }
-        let short_lines = self.mean_line_len < SHORT_LINE;
-        let mut hits = Specials::new(buf, pos, short_lines);
+        if self.mean_line_len < SHORT_LINE {
+            let hits = WordSearch::new(buf, pos);
+            self.lines_from_hits(buf, pos, base, mode, hits)
+        } else {
+            let hits = memchr::memchr2_iter(b'|', b'\n', &buf[pos..]).map(|h| h + pos);
+            self.lines_from_hits(buf, pos, base, mode, hits)
+        }
+    }
+
+    /// The loop of [`run_lines`](Self::run_lines), over the positions of the specials.
+    #[inline]
+    fn lines_from_hits(
+        &mut self,
+        buf: &[u8],
+        pos: usize,
+        base: u64,
+        mode: KeyMode,
+        mut hits: impl Iterator<Item = usize>,
+    ) -> usize {
         let mut start = pos;
         let mut lines = 0;
         let result = loop {
@@ -564,8 +583,27 @@ impl Scanner {
     /// Commits the line `buf[start..end]` found by the fast path, holding the inputs in
     /// `seen`, as the state machine would. Returns false, committing nothing, for an id that
     /// may not fit in 64 bits.
-    #[inline]
+    #[inline(always)]
     fn commit_line(&mut self, buf: &[u8], start: usize, end: usize, seen: u64, base: u64) -> bool {
+        let word = load_word(buf, start);
+        let short_id = leading_digits(word);
+        if short_id > 0 && short_id < 8 && self.mode == Some(KeyMode::Ids) {
+            // The common case: the same id bytes as the line that opened the sequence.
+            let id_bytes = word & ((1u64 << (8 * short_id)) - 1);
+            if let Some(run) = &mut self.open {
+                if run.id_bytes == id_bytes && run.id.is_some() {
+                    let counts = match self.defining {
+                        Some(d) => seen & (1 << d) != 0,
+                        None => seen != 0,
+                    };
+                    run.end = base + end as u64;
+                    run.samples += u64::from(counts);
+                    self.count_inputs(seen);
+                    self.line += 1;
+                    return true;
+                }
+            }
+        }
         let mut p = start;
         let mut id = 0u64;
         while let Some(&b) = buf.get(p) {
@@ -579,11 +617,7 @@ impl Scanner {
         if digits > 19 {
             return false;
         }
-        let mut bits = seen;
-        while bits != 0 {
-            self.input_lines[bits.trailing_zeros() as usize] += 1;
-            bits &= bits - 1;
-        }
+        self.count_inputs(seen);
         self.line_start = base + start as u64;
         self.line_counted = seen != 0;
         self.line_defining = self.defining.is_some_and(|d| seen & (1 << d) != 0);
@@ -592,26 +626,56 @@ impl Scanner {
         self.id_digits = digits;
         self.id_overflow = false;
         self.end_id();
+        if let Some(run) = &mut self.open {
+            if run.line == self.line && digits < 8 {
+                // The run this line opened: remember its id bytes for the lines after it.
+                run.id_bytes = word & ((1u64 << (8 * digits)) - 1);
+            }
+        }
         self.end_line(base + end as u64);
         true
     }
 
-    /// The configured input whose alias is the name starting at `at`, if any.
-    #[inline]
-    fn alias_at(&self, buf: &[u8], at: usize) -> Option<usize> {
+    /// Counts a line holding the inputs in `seen` (a bit per input).
+    #[inline(always)]
+    fn count_inputs(&mut self, seen: u64) {
+        let mut bits = seen;
+        while bits != 0 {
+            self.input_lines[bits.trailing_zeros() as usize] += 1;
+            bits &= bits - 1;
+        }
+    }
+
+    /// The configured input whose alias is the name starting at `at`, if any. Samples
+    /// usually come in the same order on every line, so the input after the last one found
+    /// is tried first.
+    #[inline(always)]
+    fn alias_at(&mut self, buf: &[u8], at: usize) -> Option<usize> {
         let word = load_word(buf, at);
-        self.packed.iter().position(|&(mask, bits, len)| {
-            let head = if len <= 8 {
-                word & mask == bits
+        let aliases = &self.aliases;
+        let matches = |&(mask, bits, len): &(u64, u64, usize)| {
+            if len < 8 {
+                // The alias and the byte after it are in the word.
+                word & mask == bits && ends_name((word >> (8 * len)) as u8)
             } else {
                 buf.get(at..at + len).is_some_and(|name| {
-                    self.aliases
-                        .iter()
-                        .any(|a| a.len() == len && a.iter().zip(name).all(|(x, y)| x == y))
-                })
+                    aliases.iter().any(|a| **a == *name)
+                }) && buf.get(at + len).is_some_and(|&b| ends_name(b))
+            }
+        };
+        let guess = self.next_guess;
+        let found = match self.packed.get(guess) {
+            Some(alias) if matches(alias) => Some(guess),
+            _ => self.packed.iter().position(matches),
+        };
+        if let Some(input) = found {
+            self.next_guess = if input + 1 == self.packed.len() {
+                0
+            } else {
+                input + 1
             };
-            head && buf.get(at + len).is_some_and(|&b| ends_name(b))
-        })
+        }
+        found
     }
 
     fn decide(&mut self, mode: KeyMode) {
@@ -644,6 +708,7 @@ impl Scanner {
             self.open = Some(OpenRun {
                 key: id.unwrap_or(u64::MAX),
                 id,
+                id_bytes: u64::MAX,
                 start: self.line_start,
                 end: self.line_start,
                 line: self.line,
