@@ -658,9 +658,9 @@ impl Scanner {
                 // The alias and the byte after it are in the word.
                 word & mask == bits && ends_name((word >> (8 * len)) as u8)
             } else {
-                buf.get(at..at + len).is_some_and(|name| {
-                    aliases.iter().any(|a| **a == *name)
-                }) && buf.get(at + len).is_some_and(|&b| ends_name(b))
+                buf.get(at..at + len)
+                    .is_some_and(|name| aliases.iter().any(|a| **a == *name))
+                    && buf.get(at + len).is_some_and(|&b| ends_name(b))
             }
         };
         let guess = self.next_guess;
