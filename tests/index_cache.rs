@@ -785,20 +785,25 @@ fn two_ctf_index_processes_at_once_leave_a_valid_cache() {
 #[test]
 fn dropping_the_opened_index_finishes_the_cache() {
     let dir = tempfile::tempdir().unwrap();
-    // Large enough (a cache of about 1 MB) that the write takes a while.
-    let text: String = (0..30_000).map(|i| format!("{i} |a 1\n")).collect();
-    let data = write_data(dir.path(), "d.ctf", &text);
-    let cfg = config(std::slice::from_ref(&data), &ab_inputs(), 1 << 16, false);
-    let cache = cache_of(&cfg, 0);
+    // Enough caches (8 of about 1.6 MB, written one after the other) that the writer is
+    // still busy when the index is dropped, unless the drop waits for it.
+    let text: String = (0..50_000).map(|i| format!("{i} |a 1\n")).collect();
+    let files: Vec<PathBuf> = (0..8)
+        .map(|f| write_data(dir.path(), &format!("d{f}.ctf"), &text))
+        .collect();
+    let cfg = config(&files, &ab_inputs(), 1 << 16, false);
     let (opened, warnings) = build(&cfg, CacheMode::Use);
-    assert_eq!(opened.sources, [Scanned]);
+    assert_eq!(opened.sources, [Scanned; 8]);
     assert!(opened.cache_writer.is_some());
     let index = Arc::clone(&opened.index);
     drop(opened);
     // No waiting: the drop did.
-    assert!(cache.is_file());
     assert_eq!(temp_files(dir.path()), Vec::<String>::new());
-    assert!(fs::metadata(&cache).unwrap().len() > 30_000 * 32);
+    for f in 0..8 {
+        let cache = cache_of(&cfg, f);
+        assert!(cache.is_file(), "{}", cache.display());
+        assert!(fs::metadata(&cache).unwrap().len() > 50_000 * 32);
+    }
     assert_eq!(warnings_of(&warnings), NO_WARNINGS);
     assert_eq!(*cached(&cfg), *index);
 }
