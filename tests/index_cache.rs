@@ -862,3 +862,25 @@ fn with_a_cache_the_first_chunk_is_read_without_scanning_the_file() {
         other => panic!("expected a changed-file error, got {other:?}"),
     }
 }
+
+/// Regression: a FIFO at the cache path made the build block forever in `open`.
+#[test]
+fn a_fifo_at_the_cache_path_is_a_warning_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_data(dir.path(), "d.ctf", "1 |a 1\n");
+    let cfg = config(std::slice::from_ref(&data), &ab_inputs(), 1 << 16, false);
+    let cache = cache_of(&cfg, 0);
+    let made = std::process::Command::new("mkfifo").arg(&cache).status();
+    if !made.is_ok_and(|s| s.success()) {
+        return; // no mkfifo on this machine
+    }
+    let (opened, warnings) = build(&cfg, CacheMode::Use);
+    assert_eq!(opened.sources, [Scanned]);
+    drop(opened);
+    let text: Vec<String> = warnings_of(&warnings)
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    let text = text.join("\n");
+    assert!(text.contains("not a regular file"), "{text}");
+}

@@ -394,6 +394,14 @@ pub fn read_cache(
     key: &CacheKey<'_>,
     push: &mut dyn FnMut(&ScannedSequence) -> Result<(), IndexError>,
 ) -> Result<CacheRead, IndexError> {
+    // Only a regular file is opened: opening a FIFO would block until someone writes to it.
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CacheRead::Absent),
+        Ok(meta) if !meta.is_file() => {
+            return Ok(CacheRead::Unusable("it is not a regular file".to_string()))
+        }
+        _ => {}
+    }
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CacheRead::Absent),
