@@ -18,6 +18,7 @@
 use memchr::memchr2;
 
 use crate::config::InputConfig;
+use crate::parser::line::PackedAlias;
 use crate::parser::stream::{byte_order_mark_len, empty_file_error};
 use crate::parser::{FatalDataError, KeyMode};
 
@@ -180,9 +181,8 @@ const SHORT_LINE: usize = 96;
 /// The incremental boundary scanner for one configuration.
 pub struct Scanner {
     aliases: Vec<Box<[u8]>>,
-    /// Per alias: mask and bits of its first (up to) 8 bytes as a little-endian word, and its
-    /// length.
-    packed: Vec<(u64, u64, usize)>,
+    /// Per alias, its packed form when it has at most 8 bytes.
+    packed: Vec<Option<PackedAlias>>,
     longest_alias: usize,
     defining: Option<usize>,
     skip_sequence_ids: bool,
@@ -228,18 +228,7 @@ impl Scanner {
             .iter()
             .map(|i| i.alias.as_bytes().to_vec().into_boxed_slice())
             .collect();
-        let packed = aliases
-            .iter()
-            .map(|a| {
-                let len = a.len();
-                let mask = if len >= 8 {
-                    u64::MAX
-                } else {
-                    (1u64 << (8 * len)) - 1
-                };
-                (mask, load_word(a, 0) & mask, len)
-            })
-            .collect();
+        let packed = aliases.iter().map(|a| PackedAlias::new(a)).collect();
         Scanner {
             packed,
             longest_alias: aliases.iter().map(|a| a.len()).max().unwrap_or(0),
@@ -652,21 +641,20 @@ impl Scanner {
     #[inline(always)]
     fn alias_at(&mut self, buf: &[u8], at: usize) -> Option<usize> {
         let word = load_word(buf, at);
-        let aliases = &self.aliases;
-        let matches = |&(mask, bits, len): &(u64, u64, usize)| {
-            if len < 8 {
-                // The alias and the byte after it are in the word.
-                word & mask == bits && ends_name((word >> (8 * len)) as u8)
-            } else {
-                buf.get(at..at + len)
-                    .is_some_and(|name| aliases.iter().any(|a| **a == *name))
-                    && buf.get(at + len).is_some_and(|&b| ends_name(b))
+        let matches = |input: usize| match &self.packed[input] {
+            // The alias and the byte after it are in the word.
+            Some(p) if p.len < 8 => p.starts(word) && ends_name((word >> (8 * p.len)) as u8),
+            _ => {
+                let alias = &self.aliases[input];
+                buf.get(at..at + alias.len()) == Some(&alias[..])
+                    && buf.get(at + alias.len()).is_some_and(|&b| ends_name(b))
             }
         };
         let guess = self.next_guess;
-        let found = match self.packed.get(guess) {
-            Some(alias) if matches(alias) => Some(guess),
-            _ => self.packed.iter().position(matches),
+        let found = if guess < self.packed.len() && matches(guess) {
+            Some(guess)
+        } else {
+            (0..self.packed.len()).find(|&i| matches(i))
         };
         if let Some(input) = found {
             self.next_guess = if input + 1 == self.packed.len() {
@@ -896,6 +884,19 @@ mod tests {
                 assert!(scan_pieces(text, piece, &inputs(), false).is_err());
             }
         }
+    }
+
+    #[test]
+    fn long_aliases_of_the_same_length_are_told_apart() {
+        // Regression: an alias over 8 bytes matched any alias of its length.
+        let inputs = vec![
+            InputConfig::dense("features1", 1),
+            InputConfig::dense("features2", 1).defining_mb_size(),
+        ];
+        let text = b"1 |features2 2\n1 |features1 1\n1 |features1 3\n1 |features1 4\n";
+        let (seqs, summary) = scan_pieces(text, usize::MAX, &inputs, false).unwrap();
+        assert_eq!(summary.input_lines, [3, 1]);
+        assert_eq!(seqs[0].samples, 1);
     }
 
     #[test]

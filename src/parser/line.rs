@@ -23,16 +23,19 @@ pub struct LineOutcome {
     pub errors: u32,
 }
 
-/// An alias of at most 8 bytes as a little-endian word, for a one-compare match.
+/// An alias of at most 8 bytes as a little-endian word, for a one-compare match (the
+/// parser's and the indexer's).
 #[derive(Clone, Copy, Debug)]
-struct PackedAlias {
+pub(crate) struct PackedAlias {
     bits: u64,
     mask: u64,
-    len: usize,
+    /// The alias's length in bytes.
+    pub(crate) len: usize,
 }
 
 impl PackedAlias {
-    fn new(alias: &[u8]) -> Option<Self> {
+    /// The packed form of `alias`, or `None` when it is empty or longer than 8 bytes.
+    pub(crate) fn new(alias: &[u8]) -> Option<Self> {
         if alias.is_empty() || alias.len() > 8 {
             return None;
         }
@@ -48,6 +51,12 @@ impl PackedAlias {
             mask,
             len: alias.len(),
         })
+    }
+
+    /// Whether the low `len` bytes of `word` (little-endian) are the alias.
+    #[inline(always)]
+    pub(crate) fn starts(&self, word: u64) -> bool {
+        word & self.mask == self.bits
     }
 }
 
@@ -194,9 +203,8 @@ impl LineParser {
         let chunk = buf.get(pos..pos + 8)?;
         let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
         // A match covers `len` bytes that are not the line feed, so `end` is in `buf`.
-        let matches = |a: &PackedAlias| {
-            word & a.mask == a.bits && buf.get(pos + a.len).is_some_and(|&b| ends_name(b))
-        };
+        let matches =
+            |a: &PackedAlias| a.starts(word) && buf.get(pos + a.len).is_some_and(|&b| ends_name(b));
         let guess = self.next_guess;
         let input = match packed.get(guess) {
             Some(a) if matches(a) => guess,
