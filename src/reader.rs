@@ -230,6 +230,11 @@ impl<T: Element> SequenceReader<T> {
         reader
     }
 
+    /// Number of data files, glob patterns expanded (0 when a pattern matched nothing).
+    pub fn file_count(&self) -> usize {
+        self.files.len()
+    }
+
     /// Counts so far (lines, sequences, errors, warnings).
     pub fn counts(&self) -> ParseCounts {
         self.parser.counts()

@@ -215,6 +215,17 @@ fn index_a_glob_pattern() {
 }
 
 #[test]
+fn validate_counts_the_files_a_glob_matches() {
+    // Regression: validate printed the number of configured names, not of files.
+    let dir = TempDir::new().unwrap();
+    parts(dir.path());
+    let pattern = format!("{}/part-*.ctf", s(dir.path()));
+    let args = [&["validate", "--file", pattern.as_str()][..], &AB_INPUTS].concat();
+    let r = run_expect(&args, None, 0);
+    assert!(r.stdout.starts_with("files: 3\n"), "{}", r.stdout);
+}
+
+#[test]
 fn index_counts_samples_per_input_from_lines_with_defines_mb_size() {
     let dir = TempDir::new().unwrap();
     // Sequence 1: x on 3 lines, y on 1; sequence 2: x on 1 line, y on 2.

@@ -35,20 +35,26 @@ fn validate<T: Element>(config: &ReaderConfig) -> Result<(), Failure> {
         }
     }
     let counts = reader.counts();
-    println!("files: {}", config.files.len());
-    println!(
-        "lines: {} ({} belong to no sequence)",
-        counts.lines, counts.skipped_lines
-    );
-    println!(
-        "sequences: {} valid, {} invalid",
-        counts.sequences, counts.invalid_sequences
-    );
+    let mut lines = vec![
+        format!("files: {}", reader.file_count()),
+        format!(
+            "lines: {} ({} belong to no sequence)",
+            counts.lines, counts.skipped_lines
+        ),
+        format!(
+            "sequences: {} valid, {} invalid",
+            counts.sequences, counts.invalid_sequences
+        ),
+    ];
     for (input, n) in config.inputs.iter().zip(&samples) {
-        println!("samples {}: {n}", input.name);
+        lines.push(format!("samples {}: {n}", input.name));
     }
-    println!("errors: {}", counts.errors + u64::from(fatal.is_some()));
-    println!("warnings: {}", counts.warnings);
+    lines.push(format!(
+        "errors: {}",
+        counts.errors + u64::from(fatal.is_some())
+    ));
+    lines.push(format!("warnings: {}", counts.warnings));
+    crate::print_lines(&lines)?;
     if let Some(e) = fatal {
         return Err(Failure::Data(e.to_string()));
     }
