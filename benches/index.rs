@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ctf_reader::chunks::{ChunkLoader, ParsedChunk};
-use ctf_reader::index::build::{CacheMode, IndexingOptions};
+use ctf_reader::index::build::{default_scan_threads, CacheMode, IndexingOptions, SCAN_BLOCK_SIZE};
 use ctf_reader::index::build_index;
 use ctf_reader::index::chunking::IndexLimits;
 use ctf_reader::ReaderConfig;
@@ -33,11 +33,17 @@ fn config(shape: &Shape, path: &Path, chunk_size: u64) -> ReaderConfig {
 }
 
 fn options(cache: CacheMode) -> IndexingOptions {
+    options_with_threads(cache, default_scan_threads())
+}
+
+fn options_with_threads(cache: CacheMode, scan_threads: usize) -> IndexingOptions {
     IndexingOptions {
         cache,
         on_warning: Arc::new(|w| panic!("{w}")),
         progress: None,
         limits: IndexLimits::default(),
+        scan_threads,
+        scan_block_bytes: SCAN_BLOCK_SIZE,
     }
 }
 
@@ -48,15 +54,13 @@ fn bench_index(c: &mut Criterion) {
         let path = generate(&shape);
         let cfg = config(&shape, &path, 32 << 20);
         group.throughput(Throughput::Bytes(std::fs::metadata(&path).unwrap().len()));
-        group.bench_function(shape.name, |b| {
-            b.iter(|| {
-                build_index(&cfg, &options(CacheMode::Off))
-                    .unwrap()
-                    .index
-                    .sequences
-                    .len()
-            })
-        });
+        // The default (every core, at most 8) and one thread, to show what the split brings.
+        for (label, threads) in [("", default_scan_threads()), ("/1-thread", 1)] {
+            let options = options_with_threads(CacheMode::Off, threads);
+            group.bench_function(format!("{}{label}", shape.name), |b| {
+                b.iter(|| build_index(&cfg, &options).unwrap().index.sequences.len())
+            });
+        }
     }
     group.finish();
 }

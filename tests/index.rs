@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ctf_reader::chunks::{ChunkLoader, LoadError, ParsedChunk};
-use ctf_reader::index::build::{CacheMode, IndexingOptions};
+use ctf_reader::index::build::{default_scan_threads, CacheMode, IndexingOptions, SCAN_BLOCK_SIZE};
 use ctf_reader::index::chunking::IndexLimits;
 use ctf_reader::index::{build_index, CorpusIndex, IndexError, KeyMode};
 use ctf_reader::reader::{read_all, ErrorPolicy};
@@ -22,11 +22,17 @@ use props_support::model::{gen_dataset_for, gen_inputs, render};
 use props_support::run::parse_bits;
 
 fn options() -> IndexingOptions {
+    scan_options(default_scan_threads(), SCAN_BLOCK_SIZE)
+}
+
+fn scan_options(scan_threads: usize, scan_block_bytes: usize) -> IndexingOptions {
     IndexingOptions {
         cache: CacheMode::Off,
         on_warning: Arc::new(|w| panic!("unexpected warning: {w}")),
         progress: None,
         limits: IndexLimits::default(),
+        scan_threads,
+        scan_block_bytes,
     }
 }
 
@@ -122,6 +128,20 @@ fn assert_same_as_stream(texts: &[Vec<u8>], inputs: &[InputConfig], skip_ids: bo
                 c.as_ref().map(|_| "ok")
             ),
         }
+    }
+    assert_scan_independent_of_threads(&config(&files, inputs, 7, skip_ids));
+}
+
+/// The index must not depend on how many threads scan, nor on where the reads are cut.
+fn assert_scan_independent_of_threads(config: &ReaderConfig) {
+    let single = build_index(config, &scan_options(1, SCAN_BLOCK_SIZE))
+        .map(|o| o.index)
+        .map_err(|e| e.to_string());
+    for (threads, block) in [(2, 1), (2, 5), (3, 7), (4, 16), (2, 64), (3, 1 << 20)] {
+        let split = build_index(config, &scan_options(threads, block))
+            .map(|o| o.index)
+            .map_err(|e| e.to_string());
+        assert_eq!(single, split, "{threads} threads, {block}-byte blocks");
     }
 }
 

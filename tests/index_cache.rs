@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use ctf_reader::chunks::{ChunkLoader, LoadError, ParsedChunk};
-use ctf_reader::index::build::{CacheMode, IndexSource, IndexingOptions, OpenedIndex};
+use ctf_reader::index::build::{
+    default_scan_threads, CacheMode, IndexSource, IndexingOptions, OpenedIndex, SCAN_BLOCK_SIZE,
+};
 use ctf_reader::index::cache::{cache_path, IndexFingerprint};
 use ctf_reader::index::chunking::IndexLimits;
 use ctf_reader::index::{build_index, CorpusIndex, IndexWarning, KeyMode};
@@ -40,6 +42,8 @@ fn options(cache: CacheMode) -> (IndexingOptions, Warnings) {
         on_warning: Arc::new(move |w: &IndexWarning| sink.lock().unwrap().push(w.clone())),
         progress: None,
         limits: IndexLimits::default(),
+        scan_threads: default_scan_threads(),
+        scan_block_bytes: SCAN_BLOCK_SIZE,
     };
     (options, warnings)
 }

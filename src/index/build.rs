@@ -2,12 +2,13 @@
 //! index cache or scan the file, and group its sequences into chunks; finally find repeated
 //! ids across the corpus and start writing the caches that were missing or stale.
 //!
-//! The scan reads each file sequentially in blocks with `read` (no mmap: a file truncated
-//! while it is scanned gives a short read, not SIGBUS, and scanned pages do not count against
-//! the process's memory). Memory is the block buffer plus 24 bytes per sequence.
+//! The scan reads each file in parts with positional reads, on several threads for files of
+//! short lines (see `segments`); no mmap: a file truncated while it is scanned gives a short
+//! read, not SIGBUS, and scanned pages do not count against the process's memory. Memory is
+//! one part per thread plus 24 bytes per sequence.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::sync::Arc;
 
 use crate::config::ReaderConfig;
@@ -18,13 +19,18 @@ use crate::index::cache::{
 use crate::index::chunking::{FileChunker, IndexLimits};
 use crate::index::files::{content_hash, expand_file_patterns, DataFile, FileStamp};
 use crate::index::repeats::find_repeats;
-use crate::index::scan::{FileSummary, ScannedSequence, Scanner};
+use crate::index::scan::{FileSummary, ScannedSequence};
+use crate::index::segments::SplitScan;
 use crate::index::{
     stderr_warnings, CorpusIndex, IndexError, IndexWarning, IndexedFile, WarningSink,
 };
 
-/// Size of one read of the scan.
-pub const SCAN_BLOCK_SIZE: usize = 1 << 20;
+/// Bytes each thread of the scan gets per read: large enough that starting the threads
+/// costs little, small enough that the reads stay in cache.
+pub const SCAN_BLOCK_SIZE: usize = 2 << 20;
+
+/// The most threads a scan uses.
+pub const MAX_SCAN_THREADS: usize = 8;
 
 /// What to do with index caches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +58,18 @@ pub struct IndexingOptions {
     pub progress: Option<ProgressSink>,
     /// Limits of the index's fields (lowered in tests).
     pub limits: IndexLimits,
+    /// Threads scanning a file (each read is cut at line feeds into one part per thread);
+    /// the index does not depend on it.
+    pub scan_threads: usize,
+    /// Bytes per thread per read of the scan ([`SCAN_BLOCK_SIZE`]; lowered in tests).
+    pub scan_block_bytes: usize,
+}
+
+/// The default number of scan threads: the cores available, at most [`MAX_SCAN_THREADS`].
+pub fn default_scan_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_SCAN_THREADS)
 }
 
 impl IndexingOptions {
@@ -71,6 +89,8 @@ impl IndexingOptions {
             },
             progress: None,
             limits: IndexLimits::default(),
+            scan_threads: default_scan_threads(),
+            scan_block_bytes: SCAN_BLOCK_SIZE,
         }
     }
 }
@@ -110,8 +130,12 @@ pub fn build_index(
         options,
         index: CorpusIndex::default(),
         overflowing: Vec::new(),
-        scanner: Scanner::new(&config.inputs, config.skip_sequence_ids),
-        buffer: vec![0; SCAN_BLOCK_SIZE],
+        scan: SplitScan::new(
+            &config.inputs,
+            config.skip_sequence_ids,
+            options.scan_threads,
+            options.scan_block_bytes,
+        ),
         scanned_bytes: 0,
     };
     let mut sources = Vec::new();
@@ -172,8 +196,7 @@ struct Builder<'a> {
     options: &'a IndexingOptions,
     index: CorpusIndex,
     overflowing: Vec<u32>,
-    scanner: Scanner,
-    buffer: Vec<u8>,
+    scan: SplitScan,
     scanned_bytes: u64,
 }
 
@@ -191,7 +214,7 @@ impl Builder<'_> {
             file: data.name.clone(),
             error,
         };
-        let mut file = File::open(&data.path).map_err(io_error)?;
+        let file = File::open(&data.path).map_err(io_error)?;
         let stamp = FileStamp::of_file(&file).map_err(io_error)?;
         let hash = content_hash(&file, stamp.size).map_err(io_error)?;
         let rollback = (
@@ -208,8 +231,9 @@ impl Builder<'_> {
                 fingerprint,
                 key_base,
             };
+            let (index, overflowing) = (&mut self.index, &mut self.overflowing);
             let read = read_cache(cache, &key, &mut |seq| {
-                self.push(&mut chunker, seq, &data.name)
+                add_sequence(index, overflowing, &mut chunker, seq, &data.name)
             })?;
             match read {
                 CacheRead::Loaded(c) => {
@@ -238,7 +262,7 @@ impl Builder<'_> {
                 self.index.sequences.truncate(rollback.1);
                 self.overflowing.truncate(rollback.2);
                 chunker = self.chunker(number, stamp.size);
-                self.scan(&mut file, &mut chunker, key_base, &data.name)?
+                self.scan(&file, stamp.size, &mut chunker, key_base, &data.name)?
             }
         };
         let now = FileStamp::of_file(&file).map_err(io_error)?;
@@ -274,82 +298,54 @@ impl Builder<'_> {
         )
     }
 
-    /// Adds one sequence to the index.
-    fn push(
-        &mut self,
-        chunker: &mut FileChunker,
-        seq: &ScannedSequence,
-        file: &str,
-    ) -> Result<(), IndexError> {
-        let ordinal = self.index.sequences.len() as u32;
-        chunker
-            .push(seq, &mut self.index.chunks, &mut self.index.sequences)
-            .map_err(|e| IndexError::Data {
-                file: file.to_string(),
-                line: e.line,
-                col: 1,
-                message: e.message,
-            })?;
-        if !seq.is_id && seq.key == u64::MAX {
-            // An id-mode id too long for 64 bits (line-mode keys are line numbers).
-            self.overflowing.push(ordinal);
-        }
-        Ok(())
-    }
-
     /// Scans a whole file from its start.
     fn scan(
         &mut self,
-        file: &mut File,
+        file: &File,
+        size: u64,
         chunker: &mut FileChunker,
         key_base: u64,
         name: &str,
     ) -> Result<FileSummary, IndexError> {
-        let fatal = |e: crate::parser::FatalDataError| IndexError::Data {
-            file: name.to_string(),
-            line: e.line,
-            col: e.col,
-            message: e.message,
-        };
-        self.scanner.start_file(key_base);
-        let mut buffer = std::mem::take(&mut self.buffer);
-        let result = loop {
-            let n = match file.read(&mut buffer) {
-                Ok(0) => break Ok(()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(error) => {
-                    break Err(IndexError::Io {
-                        file: name.to_string(),
-                        error,
-                    })
+        let index = &mut self.index;
+        let overflowing = &mut self.overflowing;
+        let scanned_bytes = &mut self.scanned_bytes;
+        let progress = &self.options.progress;
+        self.scan
+            .scan_file(file, size, key_base, name, &mut |ready, read| {
+                let result = ready
+                    .iter()
+                    .try_for_each(|seq| add_sequence(index, overflowing, chunker, seq, name));
+                ready.clear();
+                *scanned_bytes += read;
+                if let Some(progress) = progress {
+                    progress(*scanned_bytes);
                 }
-            };
-            if let Err(e) = self.scanner.feed(&buffer[..n]) {
-                break Err(fatal(e));
-            }
-            if let Err(e) = self.drain(chunker, name) {
-                break Err(e);
-            }
-            self.scanned_bytes += n as u64;
-            if let Some(progress) = &self.options.progress {
-                progress(self.scanned_bytes);
-            }
-        };
-        self.buffer = buffer;
-        result?;
-        let summary = self.scanner.finish().map_err(fatal)?;
-        self.drain(chunker, name)?;
-        Ok(summary)
+                result
+            })
     }
+}
 
-    fn drain(&mut self, chunker: &mut FileChunker, name: &str) -> Result<(), IndexError> {
-        let mut ready = std::mem::take(self.scanner.ready());
-        let result = ready
-            .iter()
-            .try_for_each(|seq| self.push(chunker, seq, name));
-        ready.clear();
-        *self.scanner.ready() = ready;
-        result
+/// Adds one sequence to the index.
+fn add_sequence(
+    index: &mut CorpusIndex,
+    overflowing: &mut Vec<u32>,
+    chunker: &mut FileChunker,
+    seq: &ScannedSequence,
+    file: &str,
+) -> Result<(), IndexError> {
+    let ordinal = index.sequences.len() as u32;
+    chunker
+        .push(seq, &mut index.chunks, &mut index.sequences)
+        .map_err(|e| IndexError::Data {
+            file: file.to_string(),
+            line: e.line,
+            col: 1,
+            message: e.message,
+        })?;
+    if !seq.is_id && seq.key == u64::MAX {
+        // An id-mode id too long for 64 bits (line-mode keys are line numbers).
+        overflowing.push(ordinal);
     }
+    Ok(())
 }

@@ -16,6 +16,7 @@ pub mod chunking;
 pub mod files;
 mod repeats;
 pub mod scan;
+mod segments;
 
 use std::fmt;
 use std::io;

@@ -72,17 +72,73 @@ enum State {
     CommentPipe,
 }
 
+/// An id-mode run of lines whose end is not known yet.
 #[derive(Clone, Copy, Debug)]
-struct OpenRun {
-    key: u64,
-    id: Option<u64>,
+pub(crate) struct OpenRun {
+    /// Its key (as in [`ScannedSequence::key`]).
+    pub(crate) key: u64,
+    /// Its id, unless the id overflows 64 bits (then it continues nothing).
+    pub(crate) id: Option<u64>,
     /// The bytes of the id as written on the run's first line, when shorter than 8 bytes
     /// and found by the fast path (else `u64::MAX`, which no id's bytes equal).
     id_bytes: u64,
-    start: u64,
-    end: u64,
-    line: u64,
-    samples: u64,
+    /// Whether this run stands for the lines at the start of a segment before its first id
+    /// (they continue the run open before the segment, see [`Scanner::scan_segment`]).
+    lead: bool,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) line: u64,
+    pub(crate) samples: u64,
+}
+
+impl OpenRun {
+    /// The run a scanned id-mode sequence stands for.
+    pub(crate) fn of(seq: &ScannedSequence) -> Self {
+        OpenRun {
+            key: seq.key,
+            id: seq.is_id.then_some(seq.key),
+            id_bytes: u64::MAX,
+            lead: false,
+            start: seq.start,
+            end: seq.end,
+            line: seq.line,
+            samples: seq.samples,
+        }
+    }
+
+    /// The sequence this run forms.
+    pub(crate) fn sequence(&self) -> ScannedSequence {
+        ScannedSequence {
+            key: self.key,
+            is_id: self.id.is_some(),
+            start: self.start,
+            end: self.end,
+            line: self.line,
+            samples: self.samples,
+        }
+    }
+}
+
+/// The lines of a segment before its first id: they belong to the run open before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SegmentLead {
+    /// Offset just past the last of these lines.
+    pub(crate) end: u64,
+    /// Their sample count.
+    pub(crate) samples: u64,
+}
+
+/// What [`Scanner::scan_segment`] found besides the sequences it completed.
+#[derive(Clone, Debug)]
+pub(crate) struct SegmentScan {
+    /// Lines before the segment's first id (id mode), if any.
+    pub(crate) lead: Option<SegmentLead>,
+    /// The run still open at the segment's end (id mode), if any.
+    pub(crate) tail: Option<OpenRun>,
+    /// Lines in the segment.
+    pub(crate) lines: u64,
+    /// Offset just past the segment.
+    pub(crate) end: u64,
 }
 
 /// Bytes that end a name: space, TAB, CR, `|` and the line feed (as in the parser).
@@ -178,6 +234,16 @@ fn leading_digits(word: u64) -> u32 {
 /// Lines shorter than this, on average, are searched a word at a time.
 const SHORT_LINE: usize = 96;
 
+/// The mean length of the first lines of `text` (from a sample of a few short lines' worth),
+/// to pick the fast path's search before it has measured any line. Never 0.
+fn estimate_line_len(text: &[u8]) -> usize {
+    let sample = &text[..text.len().min(8 * SHORT_LINE)];
+    match memchr::memchr_iter(b'\n', sample).count() {
+        0 => 8 * SHORT_LINE,
+        lines => (sample.len() / lines).max(1),
+    }
+}
+
 /// The incremental boundary scanner for one configuration.
 pub struct Scanner {
     aliases: Vec<Box<[u8]>>,
@@ -185,6 +251,9 @@ pub struct Scanner {
     packed: Vec<Option<PackedAlias>>,
     longest_alias: usize,
     defining: Option<usize>,
+    /// The inputs (a bit each, as in the fast path's `seen`) whose lines are samples: the
+    /// `definesMBSize` input, else all.
+    sample_inputs: u64,
     skip_sequence_ids: bool,
     // Per file.
     head: Vec<u8>,
@@ -213,11 +282,14 @@ pub struct Scanner {
     /// Whether the bytes of the current values must be checked (line mode, a line that is
     /// neither counted nor faulty yet, after an unconfigured name).
     check_values: bool,
-    /// Mean length of the lines the fast path saw last (picks its search).
+    /// Mean length of the lines the fast path saw last, or 0 before it saw any (picks its
+    /// search).
     mean_line_len: usize,
     /// The input the fast path tries first for the next name.
     next_guess: usize,
     open: Option<OpenRun>,
+    /// The lines of a segment before its first id, once an id has ended them.
+    lead: Option<SegmentLead>,
     ready: Vec<ScannedSequence>,
 }
 
@@ -233,6 +305,10 @@ impl Scanner {
             packed,
             longest_alias: aliases.iter().map(|a| a.len()).max().unwrap_or(0),
             defining: inputs.iter().position(|i| i.defines_mb_size),
+            sample_inputs: match inputs.iter().position(|i| i.defines_mb_size) {
+                Some(d) => 1u64.checked_shl(d as u32).unwrap_or(0),
+                None => u64::MAX,
+            },
             skip_sequence_ids,
             head: Vec::with_capacity(3),
             head_pending: true,
@@ -257,6 +333,7 @@ impl Scanner {
             mean_line_len: 0,
             next_guess: 0,
             open: None,
+            lead: None,
             ready: Vec::new(),
             aliases,
         }
@@ -276,7 +353,112 @@ impl Scanner {
         self.input_lines.iter_mut().for_each(|n| *n = 0);
         self.seen_on.iter_mut().for_each(|n| *n = 0);
         self.open = None;
+        self.lead = None;
         self.ready.clear();
+    }
+
+    /// Scans a segment of a file on its own, so that segments can be scanned in parallel:
+    /// `data` holds complete lines (it ends with a line feed) starting at byte `offset` of a
+    /// file whose mode is known. Sequences complete within the segment go to
+    /// [`ready`](Self::ready), with line numbers (and line-mode keys) counted from the
+    /// segment's first line as line 1; the caller shifts them by the lines before the
+    /// segment. In id mode the lines before the segment's first id, and the run still open
+    /// at its end, are returned for the caller to join with the neighbouring segments.
+    pub(crate) fn scan_segment(
+        &mut self,
+        mode: KeyMode,
+        key_base: u64,
+        offset: u64,
+        data: &[u8],
+    ) -> SegmentScan {
+        self.start_file(key_base);
+        self.head_pending = false;
+        self.mode = Some(mode);
+        self.saw_content = true;
+        self.offset = offset;
+        self.line_start = offset;
+        if mode == KeyMode::Ids {
+            self.open = Some(OpenRun {
+                key: 0,
+                id: None,
+                id_bytes: u64::MAX,
+                lead: true,
+                start: offset,
+                end: offset,
+                line: 1,
+                samples: 0,
+            });
+        }
+        self.run(data);
+        debug_assert_eq!(
+            self.state,
+            State::LineStart,
+            "a segment ends with a line feed"
+        );
+        let tail = match self.open.take() {
+            Some(run) if run.lead => {
+                self.open = Some(run);
+                self.close_run();
+                None
+            }
+            other => other,
+        };
+        SegmentScan {
+            lead: self.lead.take(),
+            tail,
+            lines: self.line - 1,
+            end: self.offset,
+        }
+    }
+
+    /// The file's mode once it is known (the byte order mark checked and the first line
+    /// with content seen): from then on the rest of the file may be scanned in segments.
+    pub(crate) fn known_mode(&self) -> Option<KeyMode> {
+        if self.head_pending {
+            return None;
+        }
+        self.mode
+    }
+
+    /// Whether the lines seen so far are short, so that the scan costs more per byte than
+    /// reading does (true until lines are seen).
+    pub(crate) fn lines_are_short(&self) -> bool {
+        self.mean_line_len < SHORT_LINE
+    }
+
+    /// Per configured input, the lines holding it so far.
+    pub(crate) fn input_lines(&self) -> &[u64] {
+        &self.input_lines
+    }
+
+    /// The next line's number (1-based).
+    pub(crate) fn next_line(&self) -> u64 {
+        self.line
+    }
+
+    /// Takes the run open at this point (id mode).
+    pub(crate) fn take_open(&mut self) -> Option<OpenRun> {
+        self.open.take()
+    }
+
+    /// Continues after segments scanned elsewhere: the next byte is at `offset` and starts
+    /// line `line`, `open` is the run still open, and the segments' lines held each input
+    /// `input_lines[i]` more times.
+    pub(crate) fn resume(
+        &mut self,
+        offset: u64,
+        line: u64,
+        open: Option<OpenRun>,
+        input_lines: &[u64],
+    ) {
+        debug_assert_eq!(self.state, State::LineStart);
+        self.offset = offset;
+        self.line = line;
+        self.line_start = offset;
+        self.open = open;
+        for (total, more) in self.input_lines.iter_mut().zip(input_lines) {
+            *total += more;
+        }
     }
 
     /// Sequences completed so far; the caller drains them after each [`feed`](Self::feed).
@@ -511,6 +693,9 @@ impl Scanner {
         if self.aliases.len() > 64 {
             return pos;
         }
+        if self.mean_line_len == 0 {
+            self.mean_line_len = estimate_line_len(&buf[pos..]);
+        }
         if self.mean_line_len < SHORT_LINE {
             let hits = WordSearch::new(buf, pos);
             self.lines_from_hits(buf, pos, base, mode, hits)
@@ -581,12 +766,8 @@ impl Scanner {
             let id_bytes = word & ((1u64 << (8 * short_id)) - 1);
             if let Some(run) = &mut self.open {
                 if run.id_bytes == id_bytes && run.id.is_some() {
-                    let counts = match self.defining {
-                        Some(d) => seen & (1 << d) != 0,
-                        None => seen != 0,
-                    };
                     run.end = base + end as u64;
-                    run.samples += u64::from(counts);
+                    run.samples += u64::from(seen & self.sample_inputs != 0);
                     self.count_inputs(seen);
                     self.line += 1;
                     return true;
@@ -641,20 +822,11 @@ impl Scanner {
     #[inline(always)]
     fn alias_at(&mut self, buf: &[u8], at: usize) -> Option<usize> {
         let word = load_word(buf, at);
-        let matches = |input: usize| match &self.packed[input] {
-            // The alias and the byte after it are in the word.
-            Some(p) if p.len < 8 => p.starts(word) && ends_name((word >> (8 * p.len)) as u8),
-            _ => {
-                let alias = &self.aliases[input];
-                buf.get(at..at + alias.len()) == Some(&alias[..])
-                    && buf.get(at + alias.len()).is_some_and(|&b| ends_name(b))
-            }
-        };
         let guess = self.next_guess;
-        let found = if guess < self.packed.len() && matches(guess) {
+        let found = if guess < self.packed.len() && self.alias_matches(guess, buf, at, word) {
             Some(guess)
         } else {
-            (0..self.packed.len()).find(|&i| matches(i))
+            (0..self.packed.len()).find(|&i| self.alias_matches(i, buf, at, word))
         };
         if let Some(input) = found {
             self.next_guess = if input + 1 == self.packed.len() {
@@ -664,6 +836,21 @@ impl Scanner {
             };
         }
         found
+    }
+
+    /// Whether the name starting at `at` (whose first 8 bytes are `word`) is the alias of
+    /// `input`.
+    #[inline(always)]
+    fn alias_matches(&self, input: usize, buf: &[u8], at: usize, word: u64) -> bool {
+        match &self.packed[input] {
+            // The alias and the byte after it are in the word.
+            Some(p) if p.len < 8 => p.starts(word) && ends_name((word >> (8 * p.len)) as u8),
+            _ => {
+                let alias = &self.aliases[input];
+                buf.get(at..at + alias.len()) == Some(&alias[..])
+                    && buf.get(at + alias.len()).is_some_and(|&b| ends_name(b))
+            }
+        }
     }
 
     fn decide(&mut self, mode: KeyMode) {
@@ -697,6 +884,7 @@ impl Scanner {
                 key: id.unwrap_or(u64::MAX),
                 id,
                 id_bytes: u64::MAX,
+                lead: false,
                 start: self.line_start,
                 end: self.line_start,
                 line: self.line,
@@ -762,15 +950,15 @@ impl Scanner {
     }
 
     fn close_run(&mut self) {
-        if let Some(run) = self.open.take() {
-            self.ready.push(ScannedSequence {
-                key: run.key,
-                is_id: run.id.is_some(),
-                start: run.start,
-                end: run.end,
-                line: run.line,
-                samples: run.samples,
-            });
+        match self.open.take() {
+            Some(run) if run.lead => {
+                self.lead = (run.end > run.start).then_some(SegmentLead {
+                    end: run.end,
+                    samples: run.samples,
+                });
+            }
+            Some(run) => self.ready.push(run.sequence()),
+            None => {}
         }
     }
 }

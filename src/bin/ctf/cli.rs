@@ -30,7 +30,7 @@ pub enum Command {
     /// Report every error and warning in the data, then a summary; exit 1 on any error.
     Validate(DataArgs),
     /// Scan every file and write its index cache next to it, then print an indexing summary.
-    Index(DataArgs),
+    Index(IndexArgs),
     /// Print corpus statistics: sequences, samples, sequence lengths and values per input.
     Stats(DataArgs),
 }
@@ -61,6 +61,27 @@ pub struct DataArgs {
     /// 0: errors only; 1: warnings too; 2: everything.
     #[arg(long, value_name = "N")]
     pub trace_level: Option<u32>,
+}
+
+/// `ctf index`'s arguments.
+#[derive(Args, Debug)]
+pub struct IndexArgs {
+    /// The data to index.
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Threads scanning each file (default: the available cores, at most 8); the index is
+    /// the same whatever the number.
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    pub threads: Option<usize>,
+}
+
+fn parse_threads(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "expected a number of threads of at least 1, got '{text}'"
+        )),
+    }
 }
 
 fn parse_input(spec: &str) -> Result<InputConfig, String> {

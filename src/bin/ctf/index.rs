@@ -9,17 +9,20 @@ use std::time::Instant;
 use ctf_reader::index::build::CacheMode;
 use ctf_reader::index::{build_index, IndexingOptions};
 
-use crate::cli::DataArgs;
+use crate::cli::IndexArgs;
 use crate::progress::{self, Progress};
 use crate::{print_lines, Failure};
 
 /// Runs `ctf index`.
-pub fn run(args: &DataArgs) -> Result<(), Failure> {
-    let config = args.reader_config()?;
+pub fn run(args: &IndexArgs) -> Result<(), Failure> {
+    let config = args.data.reader_config()?;
     let progress = Progress::new("indexing", progress::bar_total(&config));
     let mut options = IndexingOptions::for_config(&config);
     options.cache = CacheMode::Rebuild;
     options.progress = progress.sink();
+    if let Some(threads) = args.threads {
+        options.scan_threads = threads;
+    }
     if config.trace_level >= 1 {
         options.on_warning = progress.warning_sink();
     }

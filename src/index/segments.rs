@@ -1,0 +1,465 @@
+//! Scanning a file on several threads at once.
+//!
+//! The scan is the indexer's only real work, and on short lines one thread of it runs below
+//! the speed of the page cache. The file is therefore read in rounds of one part per thread:
+//! the file's own [`Scanner`] reads and scans the first part, continuing from the previous
+//! round, while each helper thread reads the next part itself (a positional read, so the
+//! copying out of the page cache is shared too) and scans the lines that start and end in
+//! it ([`Scanner::scan_segment`]). The results are then joined in file order: the line cut
+//! at each seam between parts is fed to the file's scanner, the helper's sequences follow
+//! with line numbers (and line-mode keys) shifted by the lines before them, the lines before
+//! a part's first id join the run open before it, and a run that continues across a seam
+//! (the same id on both sides) becomes one. The index is the same whatever the number of
+//! threads or the part size; the tests compare them.
+//!
+//! Only files of short lines are split: long lines are scanned by memchr near the speed of
+//! memory, and there the file's scanner reads alone.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use memchr::{memchr, memrchr};
+
+use crate::config::InputConfig;
+use crate::index::scan::{FileSummary, OpenRun, ScannedSequence, Scanner, SegmentScan};
+use crate::index::IndexError;
+use crate::parser::{FatalDataError, KeyMode};
+
+/// Bytes read at the start of a file until its mode is known (the first lines decide it).
+const FIRST_READ: usize = 64 << 10;
+
+/// A part of the file for a helper to read and scan.
+struct Job {
+    file: Arc<File>,
+    offset: u64,
+    len: usize,
+    mode: KeyMode,
+    key_base: u64,
+    /// An emptied list of sequences to fill (its memory reused).
+    sequences: Vec<ScannedSequence>,
+}
+
+/// The lines a helper scanned: those starting and ending within its part.
+struct Lines {
+    scan: SegmentScan,
+    /// The sequences completed within them (line numbers from their first line).
+    sequences: Vec<ScannedSequence>,
+    /// Per input, the lines holding it.
+    input_lines: Vec<u64>,
+}
+
+/// What a helper did with its part.
+struct Done {
+    /// Bytes read (fewer than asked at the end of the file), or the read's error.
+    read: io::Result<usize>,
+    /// The part's bytes up to its first line feed (all of them without one): the end of the
+    /// line cut at the seam before the part.
+    head: Vec<u8>,
+    /// The lines between its first and its last line feed, if any.
+    lines: Option<Lines>,
+    /// The bytes after its last line feed: the start of the line cut at the next seam.
+    tail: Vec<u8>,
+    /// An emptied list of sequences, when `lines` is `None`.
+    spare: Vec<ScannedSequence>,
+}
+
+/// A helper thread with its own scanner and read buffer.
+struct Helper {
+    jobs: Option<Sender<Job>>,
+    done: Receiver<Done>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Helper {
+    fn spawn(mut scanner: Scanner) -> io::Result<Helper> {
+        let (jobs, job_queue) = channel::<Job>();
+        let (done_queue, done) = channel();
+        let thread = std::thread::Builder::new()
+            .name("ctf-index-scan".to_string())
+            .spawn(move || {
+                let mut buffer = Vec::new();
+                for job in job_queue {
+                    let done = run_job(&mut scanner, &mut buffer, job);
+                    if done_queue.send(done).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(Helper {
+            jobs: Some(jobs),
+            done,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        // Closing the job queue ends the thread's loop.
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Reads a part and scans its complete lines.
+fn run_job(scanner: &mut Scanner, buffer: &mut Vec<u8>, job: Job) -> Done {
+    buffer.resize(job.len, 0);
+    let read = read_at_most(&job.file, buffer, job.offset);
+    let data = &buffer[..*read.as_ref().unwrap_or(&0)];
+    let mut sequences = job.sequences;
+    let (first, last) = match (memchr(b'\n', data), memrchr(b'\n', data)) {
+        (Some(first), Some(last)) => (first + 1, last + 1),
+        _ => (data.len(), data.len()),
+    };
+    let lines = (first < last).then(|| {
+        let scan = scanner.scan_segment(
+            job.mode,
+            job.key_base,
+            job.offset + first as u64,
+            &data[first..last],
+        );
+        std::mem::swap(&mut sequences, scanner.ready());
+        Lines {
+            scan,
+            sequences: std::mem::take(&mut sequences),
+            input_lines: scanner.input_lines().to_vec(),
+        }
+    });
+    Done {
+        head: data[..first].to_vec(),
+        tail: data[last..].to_vec(),
+        lines,
+        spare: sequences,
+        read,
+    }
+}
+
+/// Reads from `offset` until `buffer` is full or the file ends; returns the bytes read.
+pub(crate) fn read_at_most(file: &File, buffer: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match file.read_at(&mut buffer[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Takes the sequences a round of the scan completed, in file order, and the bytes it read.
+pub(crate) type AfterRound<'a> =
+    dyn FnMut(&mut Vec<ScannedSequence>, u64) -> Result<(), IndexError> + 'a;
+
+/// The scan of a corpus's files: the files' own scanner, and helper threads started on
+/// first use and kept for every file of a build.
+pub(crate) struct SplitScan {
+    main: Scanner,
+    inputs: Vec<InputConfig>,
+    skip_sequence_ids: bool,
+    threads: usize,
+    part_size: usize,
+    buffer: Vec<u8>,
+    helpers: Vec<Helper>,
+    /// Emptied sequence lists to hand to the helpers.
+    spare: Vec<Vec<ScannedSequence>>,
+}
+
+/// Where a scan failed.
+fn io_error(name: &str, error: io::Error) -> IndexError {
+    IndexError::Io {
+        file: name.to_string(),
+        error,
+    }
+}
+
+fn data_error(name: &str, e: FatalDataError) -> IndexError {
+    IndexError::Data {
+        file: name.to_string(),
+        line: e.line,
+        col: e.col,
+        message: e.message,
+    }
+}
+
+impl SplitScan {
+    /// A scan on `threads` threads in all (the caller's included), each reading
+    /// `part_size` bytes per round.
+    pub(crate) fn new(
+        inputs: &[InputConfig],
+        skip_sequence_ids: bool,
+        threads: usize,
+        part_size: usize,
+    ) -> Self {
+        SplitScan {
+            main: Scanner::new(inputs, skip_sequence_ids),
+            inputs: inputs.to_vec(),
+            skip_sequence_ids,
+            threads: threads.max(1),
+            part_size: part_size.max(1),
+            buffer: Vec::new(),
+            helpers: Vec::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Scans the file `file` of `size` bytes (as stat said; the scan reads to the end
+    /// whatever it is now), named `name` in errors, whose line-mode keys start at
+    /// `key_base`. After each round `after_round` is given the sequences completed so far,
+    /// in file order, to take, and the bytes the round read.
+    pub(crate) fn scan_file(
+        &mut self,
+        file: &File,
+        size: u64,
+        key_base: u64,
+        name: &str,
+        after_round: &mut AfterRound<'_>,
+    ) -> Result<FileSummary, IndexError> {
+        self.main.start_file(key_base);
+        let round = self.part_size.saturating_mul(self.threads);
+        if self.threads > 1 && self.helpers.is_empty() && size > round as u64 {
+            for _ in 1..self.threads {
+                let scanner = Scanner::new(&self.inputs, self.skip_sequence_ids);
+                match Helper::spawn(scanner) {
+                    Ok(helper) => self.helpers.push(helper),
+                    Err(_) => break, // fewer threads: the index is the same
+                }
+            }
+        }
+        let shared = if self.helpers.is_empty() {
+            None
+        } else {
+            Some(Arc::new(file.try_clone().map_err(|e| io_error(name, e))?))
+        };
+        let mut offset = 0u64;
+        loop {
+            let split = match (&shared, self.main.known_mode()) {
+                (Some(shared), Some(mode)) if self.main.lines_are_short() => Some((shared, mode)),
+                _ => None,
+            };
+            let read = match split {
+                Some((shared, mode)) => self.split_round(shared, offset, mode, key_base, name)?,
+                None => {
+                    let len = if self.main.known_mode().is_none() {
+                        FIRST_READ.min(round)
+                    } else {
+                        round
+                    };
+                    self.buffer.resize(len, 0);
+                    let n = read_at_most(file, &mut self.buffer, offset)
+                        .map_err(|e| io_error(name, e))?;
+                    self.main
+                        .feed(&self.buffer[..n])
+                        .map_err(|e| data_error(name, e))?;
+                    n as u64
+                }
+            };
+            if read == 0 {
+                break;
+            }
+            offset += read;
+            after_round(self.main.ready(), read)?;
+        }
+        let summary = self.main.finish().map_err(|e| data_error(name, e))?;
+        after_round(self.main.ready(), 0)?;
+        Ok(summary)
+    }
+
+    /// One round of reading and scanning on every thread, from `offset`; returns the bytes
+    /// read (fewer than a round's at the end of the file).
+    fn split_round(
+        &mut self,
+        file: &Arc<File>,
+        offset: u64,
+        mode: KeyMode,
+        key_base: u64,
+        name: &str,
+    ) -> Result<u64, IndexError> {
+        let part = self.part_size;
+        for (k, helper) in self.helpers.iter().enumerate() {
+            let job = Job {
+                file: Arc::clone(file),
+                offset: offset + ((k + 1) * part) as u64,
+                len: part,
+                mode,
+                key_base,
+                sequences: self.spare.pop().unwrap_or_default(),
+            };
+            if let Some(jobs) = &helper.jobs {
+                // A helper that stopped shows as a missing result below.
+                let _ = jobs.send(job);
+            }
+        }
+        self.buffer.resize(part, 0);
+        let main_read = read_at_most(file, &mut self.buffer, offset);
+        let main_fed = match &main_read {
+            Ok(n) => self.main.feed(&self.buffer[..*n]),
+            Err(_) => Ok(()),
+        };
+        // Every result is received, even after an error, so no helper is left mid-job.
+        let done: Vec<Option<Done>> = self.helpers.iter().map(|h| h.done.recv().ok()).collect();
+        let mut read = main_read.map_err(|e| io_error(name, e))? as u64;
+        main_fed.map_err(|e| data_error(name, e))?;
+        let mut at_end = read < part as u64;
+        for part_done in done {
+            let Some(part_done) = part_done else {
+                return Err(io_error(
+                    name,
+                    io::Error::other("an index scan thread stopped"),
+                ));
+            };
+            let n = part_done.read.map_err(|e| io_error(name, e))?;
+            if at_end {
+                // The file ended in an earlier part: anything read here was appended while
+                // the file was being scanned, which the final check of its size reports.
+                self.recycle(part_done.lines, part_done.spare);
+                continue;
+            }
+            at_end = n < part;
+            read += n as u64;
+            self.main
+                .feed(&part_done.head)
+                .map_err(|e| data_error(name, e))?;
+            let spare = match part_done.lines {
+                Some(lines) => self.join(mode, lines.scan, lines.sequences, &lines.input_lines),
+                None => part_done.spare,
+            };
+            self.spare.push(spare);
+            self.main
+                .feed(&part_done.tail)
+                .map_err(|e| data_error(name, e))?;
+        }
+        Ok(read)
+    }
+
+    fn recycle(&mut self, lines: Option<Lines>, spare: Vec<ScannedSequence>) {
+        let mut list = lines.map_or(spare, |l| l.sequences);
+        list.clear();
+        self.spare.push(list);
+    }
+
+    /// Joins a helper's lines to what the file's scanner found before them, and moves the
+    /// scanner past them. Returns the helper's emptied sequence list.
+    fn join(
+        &mut self,
+        mode: KeyMode,
+        scan: SegmentScan,
+        mut sequences: Vec<ScannedSequence>,
+        input_lines: &[u64],
+    ) -> Vec<ScannedSequence> {
+        let main = &mut self.main;
+        let mut open = main.take_open();
+        let shift = main.next_line() - 1;
+        if let Some(lead) = scan.lead {
+            debug_assert!(
+                open.is_some(),
+                "an id-mode file has a run open after its first id"
+            );
+            if let Some(run) = &mut open {
+                run.end = lead.end;
+                run.samples += lead.samples;
+            }
+        }
+        let completed = main.ready();
+        for seq in sequences.drain(..) {
+            let seq = ScannedSequence {
+                line: seq.line + shift,
+                key: if mode == KeyMode::Lines {
+                    seq.key + shift
+                } else {
+                    seq.key
+                },
+                ..seq
+            };
+            match mode {
+                KeyMode::Lines => completed.push(seq),
+                KeyMode::Ids => continue_or_close(&mut open, OpenRun::of(&seq), completed),
+            }
+        }
+        if let Some(mut tail) = scan.tail {
+            tail.line += shift;
+            continue_or_close(&mut open, tail, completed);
+        }
+        main.resume(scan.end, shift + scan.lines + 1, open, input_lines);
+        sequences
+    }
+}
+
+/// Adds `run` to the run open before it when it continues it (the same id), else closes
+/// the open run into `done` and opens `run`.
+fn continue_or_close(open: &mut Option<OpenRun>, run: OpenRun, done: &mut Vec<ScannedSequence>) {
+    match open {
+        Some(current) if current.id.is_some() && current.id == run.id => {
+            current.end = run.end;
+            current.samples += run.samples;
+        }
+        _ => {
+            if let Some(closed) = open.replace(run) {
+                done.push(closed.sequence());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn scan_with(
+        text: &[u8],
+        threads: usize,
+        part_size: usize,
+    ) -> (Vec<ScannedSequence>, FileSummary) {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(text).unwrap();
+        let inputs = [InputConfig::dense("a", 1), InputConfig::sparse("b", 9)];
+        let mut scan = SplitScan::new(&inputs, false, threads, part_size);
+        let mut out = Vec::new();
+        let summary = scan
+            .scan_file(&file, text.len() as u64, 10, "t.ctf", &mut |ready, _| {
+                out.append(ready);
+                Ok(())
+            })
+            .unwrap();
+        (out, summary)
+    }
+
+    #[test]
+    fn runs_across_seams_join_and_lines_shift() {
+        // Runs of the same id, id-less lines and comments, crossing seams at every offset.
+        let text =
+            b"1 |a 1\n1 |b 2:1\n |a 2\n2 |a 3\n2 |# c\n |b 0:1\n3 |a 4\n3 |a 5\n4 |x 1\n5 |a 6";
+        let expected = scan_with(text, 1, 1 << 20);
+        assert_eq!(expected.0.len(), 5);
+        for threads in [2, 3, 4] {
+            for part in 1..text.len() + 1 {
+                assert_eq!(
+                    scan_with(text, threads, part),
+                    expected,
+                    "{threads} threads, part {part}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn line_mode_keys_shift_across_seams() {
+        let text = b"|a 1\n\n|b 1:1\n|# only a comment\n|a 2\n|a 3\n";
+        let expected = scan_with(text, 1, 1 << 20);
+        assert_eq!(
+            expected.0.iter().map(|s| s.key).collect::<Vec<_>>(),
+            vec![10, 12, 14, 15]
+        );
+        for part in 1..text.len() + 1 {
+            assert_eq!(scan_with(text, 3, part), expected, "part {part}");
+        }
+    }
+}
