@@ -38,6 +38,7 @@ pub mod config;
 pub mod diag;
 pub mod index;
 pub mod parser;
+pub mod randomize;
 pub mod reader;
 
 pub use config::{InputConfig, Precision, ReaderConfig, ReaderForm, StorageFormat};
