@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use crate::config::ReaderConfig;
 use crate::index::cache::{
-    cache_path, read_cache, write_cache, CacheJob, CacheKey, CacheRead, CacheWriter,
-    IndexFingerprint,
+    cache_path, read_cache, remove_abandoned_temps, write_cache, CacheJob, CacheKey, CacheRead,
+    CacheSink, CacheWriter, IndexFingerprint, ABANDONED_AFTER,
 };
 use crate::index::chunking::{FileChunker, IndexLimits};
 use crate::index::files::{content_hash, expand_file_patterns, DataFile, FileStamp};
@@ -143,9 +143,9 @@ pub fn build_index(
     let mut key_base = 0;
     for (number, data) in files.iter().enumerate() {
         let cache = cache_path(&data.path, &fingerprint);
-        let (indexed, source) =
+        let (indexed, source, cacheable) =
             builder.add_file(number as u32, data, key_base, &cache, &fingerprint)?;
-        if source == IndexSource::Scanned && options.cache != CacheMode::Off {
+        if source == IndexSource::Scanned && cacheable && options.cache != CacheMode::Off {
             jobs.push(CacheJob {
                 file: number as u32,
                 path: cache,
@@ -177,6 +177,7 @@ pub fn build_index(
             ));
         }
         CacheMode::Rebuild => {
+            remove_abandoned_temps(&jobs, ABANDONED_AFTER);
             for job in jobs {
                 match write_cache(&job.path, &index, job.file, &fingerprint) {
                     Ok(()) => opened.caches_written += 1,
@@ -209,7 +210,7 @@ impl Builder<'_> {
         key_base: u64,
         cache: &std::path::Path,
         fingerprint: &IndexFingerprint,
-    ) -> Result<(IndexedFile, IndexSource), IndexError> {
+    ) -> Result<(IndexedFile, IndexSource, bool), IndexError> {
         let io_error = |error: io::Error| IndexError::Io {
             file: data.name.clone(),
             error,
@@ -224,6 +225,7 @@ impl Builder<'_> {
         );
         let mut chunker = self.chunker(number, stamp.size);
         let mut found = None;
+        let mut cacheable = true;
         if self.options.cache == CacheMode::Use {
             let key = CacheKey {
                 stamp,
@@ -231,10 +233,13 @@ impl Builder<'_> {
                 fingerprint,
                 key_base,
             };
-            let (index, overflowing) = (&mut self.index, &mut self.overflowing);
-            let read = read_cache(cache, &key, &mut |seq| {
-                add_sequence(index, overflowing, &mut chunker, seq, &data.name)
-            })?;
+            let mut sink = IndexSink {
+                index: &mut self.index,
+                overflowing: &mut self.overflowing,
+                chunker: &mut chunker,
+                name: &data.name,
+            };
+            let read = read_cache(cache, &key, &mut sink)?;
             match read {
                 CacheRead::Loaded(c) => {
                     found = Some(FileSummary {
@@ -244,6 +249,15 @@ impl Builder<'_> {
                     })
                 }
                 CacheRead::Absent => {}
+                CacheRead::NotAFile => {
+                    cacheable = false;
+                    (self.options.on_warning)(&IndexWarning {
+                        file: cache.display().to_string(),
+                        message: "not a regular file, so it is left alone and the index is not \
+                                  cached"
+                            .to_string(),
+                    });
+                }
                 CacheRead::Unusable(reason) => (self.options.on_warning)(&IndexWarning {
                     file: cache.display().to_string(),
                     message: format!("ignoring the index cache ({reason}); rebuilding it"),
@@ -285,7 +299,7 @@ impl Builder<'_> {
             chunks: chunker.finish(&self.index.chunks),
             input_lines: summary.input_lines,
         };
-        Ok((indexed, source))
+        Ok((indexed, source, cacheable))
     }
 
     fn chunker(&self, number: u32, size: u64) -> FileChunker {
@@ -323,6 +337,26 @@ impl Builder<'_> {
                 }
                 result
             })
+    }
+}
+
+/// Adds the sequences of a file's index cache to the index.
+struct IndexSink<'a> {
+    index: &'a mut CorpusIndex,
+    overflowing: &'a mut Vec<u32>,
+    chunker: &'a mut FileChunker,
+    name: &'a str,
+}
+
+impl CacheSink for IndexSink<'_> {
+    fn reserve(&mut self, sequences: u64) {
+        self.index
+            .sequences
+            .reserve(usize::try_from(sequences).unwrap_or(0));
+    }
+
+    fn push(&mut self, seq: &ScannedSequence) -> Result<(), IndexError> {
+        add_sequence(self.index, self.overflowing, self.chunker, seq, self.name)
     }
 }
 

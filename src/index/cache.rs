@@ -51,7 +51,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
@@ -169,6 +169,9 @@ pub enum CacheRead {
     Loaded(CachedFile),
     /// There is no cache file.
     Absent,
+    /// Something other than a regular file (a directory, a FIFO, ...) is at the cache path:
+    /// it is left alone, and no cache is written there.
+    NotAFile,
     /// The cache cannot be used (the reason, for a warning); whatever was pushed must be
     /// discarded.
     Unusable(String),
@@ -388,18 +391,34 @@ impl<'f> OverflowCursor<'f> {
     }
 }
 
-/// Reads and validates the cache at `path`, pushing its sequences in file order.
+/// Where a cache's sequences go as they are read (a closure taking each sequence is one).
+pub trait CacheSink {
+    /// `sequences` will follow (the header is checked, so the count agrees with the cache's
+    /// size).
+    fn reserve(&mut self, sequences: u64) {
+        let _ = sequences;
+    }
+
+    /// The next sequence, in file order.
+    fn push(&mut self, sequence: &ScannedSequence) -> Result<(), IndexError>;
+}
+
+impl<F: FnMut(&ScannedSequence) -> Result<(), IndexError>> CacheSink for F {
+    fn push(&mut self, sequence: &ScannedSequence) -> Result<(), IndexError> {
+        self(sequence)
+    }
+}
+
+/// Reads and validates the cache at `path`, pushing its sequences in file order into `sink`.
 pub fn read_cache(
     path: &Path,
     key: &CacheKey<'_>,
-    push: &mut dyn FnMut(&ScannedSequence) -> Result<(), IndexError>,
+    sink: &mut dyn CacheSink,
 ) -> Result<CacheRead, IndexError> {
     // Only a regular file is opened: opening a FIFO would block until someone writes to it.
     match std::fs::metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CacheRead::Absent),
-        Ok(meta) if !meta.is_file() => {
-            return Ok(CacheRead::Unusable("it is not a regular file".to_string()))
-        }
+        Ok(meta) if !meta.is_file() => return Ok(CacheRead::NotAFile),
         _ => {}
     }
     let file = match File::open(path) {
@@ -407,7 +426,7 @@ pub fn read_cache(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CacheRead::Absent),
         Err(e) => return Ok(CacheRead::Unusable(format!("cannot open it: {e}"))),
     };
-    match read_open_cache(&file, key, push) {
+    match read_open_cache(&file, key, sink) {
         Ok(cached) => Ok(CacheRead::Loaded(cached)),
         Err(Fail::Unusable(reason)) => Ok(CacheRead::Unusable(reason)),
         Err(Fail::Push(error)) => Err(error),
@@ -417,7 +436,7 @@ pub fn read_cache(
 fn read_open_cache(
     file: &File,
     key: &CacheKey<'_>,
-    push: &mut dyn FnMut(&ScannedSequence) -> Result<(), IndexError>,
+    sink: &mut dyn CacheSink,
 ) -> Result<CachedFile, Fail> {
     let file_len = match file.metadata() {
         Ok(meta) => meta.len(),
@@ -499,6 +518,7 @@ fn read_open_cache(
         HEADER_LEN as u64 + u64::from(header.options_len) + 8 * u64::from(header.aliases);
     let overflow_at = records_at + RECORD_LEN as u64 * header.sequences;
     let mut cursor = OverflowCursor::new(file, overflow_at, header.overflows);
+    sink.reserve(header.sequences);
     let mut prev_end = 0u64;
     let mut prev_line = 0u64;
     for ordinal in 0..header.sequences {
@@ -556,7 +576,7 @@ fn read_open_cache(
         };
         prev_end = end;
         prev_line = line;
-        push(&ScannedSequence {
+        sink.push(&ScannedSequence {
             key: key_now,
             is_id,
             start,
@@ -626,6 +646,58 @@ fn temp_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".tmp.{}.{nanos}.{count}", std::process::id()));
     PathBuf::from(name)
+}
+
+/// How old a temporary cache file of a process that no longer runs must be before it is
+/// removed as abandoned (old enough that no writer on another machine sharing the
+/// directory can still be at work on it).
+pub const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+
+/// Removes, from the directories the caches of `jobs` go to, the temporary files that
+/// writers killed mid-write left behind: names of the form `<cache>.tmp.<pid>.<ns>.<n>`
+/// whose process no longer runs on this machine (checked in `/proc`; where there is no
+/// `/proc`, nothing is removed) and that were last modified more than `older_than` ago.
+/// Failures are ignored: this is tidying, not correctness.
+pub fn remove_abandoned_temps(jobs: &[CacheJob], older_than: Duration) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let mut dirs: Vec<&Path> = jobs.iter().filter_map(|job| job.path.parent()).collect();
+    dirs.sort();
+    dirs.dedup();
+    for dir in dirs {
+        let listed = if dir.as_os_str().is_empty() {
+            fs::read_dir(".")
+        } else {
+            fs::read_dir(dir)
+        };
+        let Ok(entries) = listed else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(temp_writer_pid) else {
+                continue;
+            };
+            if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            let abandoned = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > older_than));
+            if abandoned {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// The writer's process id, if `name` is a temporary cache file's name.
+fn temp_writer_pid(name: &str) -> Option<u32> {
+    let (cache, rest) = name.split_once(".ctfidx.tmp.")?;
+    let mut parts = rest.split('.');
+    let pid = parts.next()?.parse().ok()?;
+    let numbers_follow = parts.clone().count() == 2 && parts.all(|p| p.parse::<u128>().is_ok());
+    (!cache.is_empty() && numbers_follow).then_some(pid)
 }
 
 /// Writes the cache of file `file` of `index` to `path` atomically.
@@ -779,6 +851,7 @@ fn write_jobs(
     fingerprint: &IndexFingerprint,
     on_warning: &WarningSink,
 ) {
+    remove_abandoned_temps(jobs, ABANDONED_AFTER);
     for job in jobs {
         if let Err(error) = write_cache(&job.path, index, job.file, fingerprint) {
             on_warning(&IndexWarning {
@@ -996,7 +1069,7 @@ mod tests {
 
     fn read(path: &Path, key: &CacheKey<'_>) -> (CacheRead, Vec<ScannedSequence>) {
         let mut got = Vec::new();
-        let outcome = read_cache(path, key, &mut |s| {
+        let outcome = read_cache(path, key, &mut |s: &ScannedSequence| {
             got.push(*s);
             Ok(())
         })
@@ -1360,15 +1433,19 @@ mod tests {
         let fp = fingerprint();
         let path = written(dir.path(), &index, 0);
         let mut calls = 0;
-        let result = read_cache(&path, &key_of(&index, 0, &fp), &mut |_| {
-            calls += 1;
-            Err(IndexError::Data {
-                file: "f0.ctf".to_string(),
-                line: 0,
-                col: 0,
-                message: "too many sequences".to_string(),
-            })
-        });
+        let result = read_cache(
+            &path,
+            &key_of(&index, 0, &fp),
+            &mut |_: &ScannedSequence| {
+                calls += 1;
+                Err(IndexError::Data {
+                    file: "f0.ctf".to_string(),
+                    line: 0,
+                    col: 0,
+                    message: "too many sequences".to_string(),
+                })
+            },
+        );
         assert!(matches!(result, Err(IndexError::Data { .. })));
         assert_eq!(calls, 1);
     }
