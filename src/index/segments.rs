@@ -224,28 +224,26 @@ impl SplitScan {
     ) -> Result<FileSummary, IndexError> {
         self.main.start_file(key_base);
         let round = self.part_size.saturating_mul(self.threads);
-        if self.threads > 1 && self.helpers.is_empty() && size > round as u64 {
-            for _ in 1..self.threads {
-                let scanner = Scanner::new(&self.inputs, self.skip_sequence_ids);
-                match Helper::spawn(scanner) {
-                    Ok(helper) => self.helpers.push(helper),
-                    Err(_) => break, // fewer threads: the index is the same
-                }
-            }
-        }
-        let shared = if self.helpers.is_empty() {
-            None
-        } else {
-            Some(Arc::new(file.try_clone().map_err(|e| io_error(name, e))?))
-        };
+        // Split only a file larger than a round, once its lines are known to be short.
+        let may_split = self.threads > 1 && size > round as u64;
+        let mut shared: Option<Arc<File>> = None;
         let mut offset = 0u64;
         loop {
-            let split = match (&shared, self.main.known_mode()) {
-                (Some(shared), Some(mode)) if self.main.lines_are_short() => Some((shared, mode)),
-                _ => None,
-            };
+            let mut split = None;
+            if let Some(mode) = self.main.known_mode() {
+                if may_split && self.main.lines_are_short() {
+                    if shared.is_none() {
+                        let clone = file.try_clone().map_err(|e| io_error(name, e))?;
+                        shared = Some(Arc::new(clone));
+                        self.start_helpers();
+                    }
+                    if !self.helpers.is_empty() {
+                        split = shared.clone().map(|f| (f, mode));
+                    }
+                }
+            }
             let read = match split {
-                Some((shared, mode)) => self.split_round(shared, offset, mode, key_base, name)?,
+                Some((shared, mode)) => self.split_round(&shared, offset, mode, key_base, name)?,
                 None => {
                     let len = if self.main.known_mode().is_none() {
                         FIRST_READ.min(round)
@@ -270,6 +268,17 @@ impl SplitScan {
         let summary = self.main.finish().map_err(|e| data_error(name, e))?;
         after_round(self.main.ready(), 0)?;
         Ok(summary)
+    }
+
+    /// Starts the helper threads, once per build (they are kept for the next files).
+    fn start_helpers(&mut self) {
+        while self.helpers.len() + 1 < self.threads {
+            let scanner = Scanner::new(&self.inputs, self.skip_sequence_ids);
+            match Helper::spawn(scanner) {
+                Ok(helper) => self.helpers.push(helper),
+                Err(_) => break, // fewer threads: the index is the same
+            }
+        }
     }
 
     /// One round of reading and scanning on every thread, from `offset`; returns the bytes
