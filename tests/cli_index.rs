@@ -842,3 +842,38 @@ fn help_mentions_index_and_stats() {
         assert!(r.stdout.contains("--section"), "{}", r.stdout);
     }
 }
+
+/// `--threads` changes nothing but the speed; 0 is a usage error.
+#[test]
+fn threads_option_gives_the_same_summary_and_rejects_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (0..400).map(|i| format!("{i} |a {i}\n |a 1\n")).collect();
+    let data = write(dir.path(), "d.ctf", text);
+    let args = |threads: &'static str| -> Vec<&str> {
+        vec![
+            "index",
+            "--threads",
+            threads,
+            "--file",
+            s(&data),
+            "--input",
+            "a:1:dense",
+        ]
+    };
+    let counts = |run: &Run| -> Vec<String> {
+        run.stdout
+            .lines()
+            .filter(|l| !l.starts_with("seconds") && !l.starts_with("GB/s"))
+            .map(str::to_string)
+            .collect()
+    };
+    let one = run_expect(&args("1"), None, 0);
+    assert!(
+        counts(&one).contains(&"sequences: 400".to_string()),
+        "{one:?}"
+    );
+    let four = run_expect(&args("4"), None, 0);
+    assert_eq!(counts(&one), counts(&four));
+    let zero = run_expect(&args("0"), None, 2);
+    assert!(zero.stderr.contains("at least 1"), "{zero:?}");
+}
