@@ -6,7 +6,9 @@ mod validate;
 
 pub(crate) use validate::{validate, InputOrigin, Origin};
 
-use super::{InputConfig, Precision, ReaderConfig, ReaderForm, DEFAULT_CHUNK_SIZE_IN_BYTES};
+use super::{
+    InputConfig, Precision, RandomizerKind, ReaderConfig, ReaderForm, DEFAULT_CHUNK_SIZE_IN_BYTES,
+};
 use crate::config::ConfigError;
 
 /// The defaults of every parameter (seed 001), with no files and no inputs.
@@ -27,6 +29,9 @@ pub(crate) fn defaults() -> ReaderConfig {
         frame_mode: false,
         cache_index: false,
         verbosity: 0,
+        randomizer: RandomizerKind::Block,
+        num_data_partitions: 1,
+        partition_index: 0,
         form: ReaderForm::Legacy,
     }
 }
@@ -167,6 +172,20 @@ impl ReaderConfigBuilder {
     /// Sets `cacheIndex` (default false).
     pub fn cache_index(mut self, cache: bool) -> Self {
         self.config.cache_index = cache;
+        self
+    }
+
+    /// Sets `randomizer` (default [`RandomizerKind::Block`]).
+    pub fn randomizer(mut self, randomizer: RandomizerKind) -> Self {
+        self.config.randomizer = randomizer;
+        self
+    }
+
+    /// Sets `numDataPartitions` and `partitionIndex`: this reader is worker `rank` of
+    /// `workers` (default 0 of 1).
+    pub fn partition(mut self, rank: u32, workers: u32) -> Self {
+        self.config.partition_index = rank;
+        self.config.num_data_partitions = workers;
         self
     }
 

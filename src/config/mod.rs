@@ -129,14 +129,53 @@ pub struct ReaderConfig {
     pub cache_index: bool,
     /// Randomizer logging level (`verbosity`, default 0).
     pub verbosity: u32,
+    /// Which randomizer orders each sweep (`randomizer`, default `"block"`).
+    pub randomizer: RandomizerKind,
+    /// Number of data-parallel workers (`numDataPartitions`, default 1).
+    pub num_data_partitions: u32,
+    /// This worker's 0-based rank (`partitionIndex`, default 0; below `numDataPartitions`).
+    pub partition_index: u32,
     /// Which reader form the configuration used.
     pub form: ReaderForm,
 }
+
+/// The randomizer of a sweep (SPEC §7.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RandomizerKind {
+    /// Block randomization with xoshiro and CNTK's window semantics (`"block"`, the default).
+    Block,
+    /// CNTK's exact orders: mt19937_64, its chunk shuffle and window swaps (`"cntk"`).
+    Cntk,
+}
+
+/// The randomization window in effect: `randomizationWindow` in chunks, or in samples with
+/// `sampleBasedRandomizationWindow = true`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WindowSize {
+    /// A window of this many chunks (0 acts as 1, as in CNTK).
+    Chunks(u64),
+    /// A window of about this many samples.
+    Samples(u64),
+}
+
+/// The default randomization window: 128 chunks, as CNTK's V2 API.
+pub const DEFAULT_WINDOW_CHUNKS: u64 = 128;
 
 impl ReaderConfig {
     /// Starts a configuration built field by field.
     pub fn builder() -> ReaderConfigBuilder {
         ReaderConfigBuilder::new()
+    }
+
+    /// The randomization window in effect (validation guarantees a sample-based window has
+    /// a size).
+    pub fn window(&self) -> WindowSize {
+        match (self.sample_based_randomization_window, self.randomization_window) {
+            (Some(true), Some(samples)) => WindowSize::Samples(samples),
+            (Some(true), None) => WindowSize::Samples(u64::MAX),
+            (_, Some(chunks)) => WindowSize::Chunks(chunks),
+            (_, None) => WindowSize::Chunks(DEFAULT_WINDOW_CHUNKS),
+        }
     }
 
     /// Index of the input that defines minibatch sizes, if one does.

@@ -163,6 +163,40 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
             ),
         ));
     }
+    if config.num_data_partitions == 0 {
+        return Err(origin.error(
+            origin.params,
+            "parameter 'numDataPartitions' must be at least 1".to_string(),
+        ));
+    }
+    if config.partition_index >= config.num_data_partitions {
+        return Err(origin.error(
+            origin.params,
+            format!(
+                "parameter 'partitionIndex' ({}) must be below 'numDataPartitions' ({})",
+                config.partition_index, config.num_data_partitions
+            ),
+        ));
+    }
+    if config.sample_based_randomization_window == Some(true) {
+        match config.randomization_window {
+            None => {
+                return Err(origin.error(
+                    origin.params,
+                    "'sampleBasedRandomizationWindow = true' needs a 'randomizationWindow' in \
+                     samples"
+                        .to_string(),
+                ))
+            }
+            Some(0) => {
+                return Err(origin.error(
+                    origin.params,
+                    "a sample-based 'randomizationWindow' must be at least 1 sample".to_string(),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
     Ok(config)
 }
 

@@ -2,7 +2,7 @@
 //! name that is not one of them.
 
 /// Parameters the CTF reader reads (reader, deserializer or enclosing record).
-pub(crate) const READER_PARAMS: [&str; 15] = [
+pub(crate) const READER_PARAMS: [&str; 18] = [
     "file",
     "input",
     "precision",
@@ -18,11 +18,14 @@ pub(crate) const READER_PARAMS: [&str; 15] = [
     "frameMode",
     "cacheIndex",
     "verbosity",
+    "randomizer",
+    "numDataPartitions",
+    "partitionIndex",
 ];
 
 /// Other keys that real reader sections carry (CNTK-BEHAVIOUR §2.1, composite reader, and
 /// the selection of the reader itself); they are accepted without a warning.
-const OTHER_READER_KEYS: [&str; 14] = [
+const OTHER_READER_KEYS: [&str; 11] = [
     "readerType",
     "deserializers",
     "type",
@@ -34,9 +37,6 @@ const OTHER_READER_KEYS: [&str; 14] = [
     "checkData",
     "useNumericSequenceKeys",
     "hashSequenceKeys",
-    "numDataPartitions",
-    "partitionIndex",
-    "randomizer",
 ];
 
 /// Parameters of one input record.
