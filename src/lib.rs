@@ -37,6 +37,7 @@ pub mod chunks;
 pub mod config;
 pub mod diag;
 pub mod index;
+pub mod minibatch;
 pub mod parser;
 pub mod randomize;
 pub mod reader;
