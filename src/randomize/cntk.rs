@@ -8,6 +8,10 @@
 //! [`Mt19937_64`] seeded with `seed + sweep`, and reduce each draw with `%`, so a given layout,
 //! window, seed and sweep always gives the same order, the one CNTK gives.
 //!
+//! The window rules and the swap loop are shared with the default randomizer
+//! ([`super::block`]); only the generator, the `%` draws and the naive chunk shuffle are
+//! CNTK's own.
+//!
 //! Everything here is pure and single-threaded: the functions plan a whole sweep from the chunk
 //! layout alone and never touch data. CNTK randomizes incrementally, a window at a time; the
 //! whole-sweep loop implemented here gives exactly the same result.
@@ -17,30 +21,39 @@
 //! never truncate, so a `seed + sweep` of 2^32 or more gives the order of CNTK on Linux, not the
 //! one of CNTK on Windows. Below 2^32 the two agree.
 
-use std::ops::Range;
-
+use super::engine::{self, modulo_draw, naive_shuffle, Scheme};
 use super::mt19937::Mt19937_64;
+use super::Window;
 
-/// The size of the randomization window, CNTK's `randomizationWindow` together with
-/// `sampleBasedRandomizationWindow`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CntkWindow {
-    /// A window of this many chunks (`sampleBasedRandomizationWindow = false`); 0 is treated as
-    /// 1.
-    Chunks(u64),
-    /// A window of this many samples (`sampleBasedRandomizationWindow = true`); `u64::MAX`
-    /// (CNTK's `SIZE_MAX`) means the whole sweep.
-    Samples(u64),
-}
+pub use super::{chunk_windows, SweepOrder};
 
-/// The order of one sweep.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SweepOrder {
-    /// The original chunk at each randomized chunk position.
-    pub chunks: Vec<u32>,
-    /// Every sequence of the sweep, as (original chunk, index of the sequence within that chunk
-    /// in file order), in delivery order.
-    pub sequences: Vec<(u32, u32)>,
+/// The window type under its historical name in this module: the same type as
+/// [`Window`], shared by both randomizers.
+pub type CntkWindow = Window;
+
+/// CNTK's choices: `std::mt19937_64` seeded with `seed + sweep` for both shuffles, `%` draws,
+/// the naive chunk shuffle.
+struct Cntk;
+
+impl Scheme for Cntk {
+    type Rng = Mt19937_64;
+
+    fn chunk_rng(seed: u64, sweep: u64) -> Mt19937_64 {
+        Mt19937_64::new(seed.wrapping_add(sweep))
+    }
+
+    fn sequence_rng(seed: u64, sweep: u64) -> Mt19937_64 {
+        Mt19937_64::new(seed.wrapping_add(sweep))
+    }
+
+    #[inline]
+    fn draw(rng: &mut Mt19937_64, n: u64) -> u64 {
+        modulo_draw(rng, n)
+    }
+
+    fn shuffle_chunks(rng: &mut Mt19937_64, chunks: &mut [u32]) {
+        naive_shuffle(rng, chunks, modulo_draw);
+    }
 }
 
 /// The chunk shuffle of sweep `sweep`: the original chunk at each randomized position.
@@ -55,88 +68,7 @@ pub struct SweepOrder {
 ///
 /// If `chunk_count` exceeds `u32::MAX` (CNTK's chunk ids are 32-bit too).
 pub fn chunk_order(chunk_count: usize, seed: u64, sweep: u64) -> Vec<u32> {
-    let n = u32::try_from(chunk_count).expect("chunk_order: more than u32::MAX chunks");
-    let mut perm: Vec<u32> = (0..n).collect();
-    let mut rng = Mt19937_64::new(seed.wrapping_add(sweep));
-    for i in 0..perm.len() {
-        let j = (rng.next_u64() % u64::from(n)) as usize;
-        perm.swap(i, j);
-    }
-    perm
-}
-
-/// The randomization window of each randomized chunk: `result[i]` is the range `[begin, end)`
-/// of randomized chunk positions that chunk `i` may exchange sequences with. It always
-/// contains `i`.
-///
-/// `chunk_samples_in_randomized_order[i]` is the sample count of the chunk at randomized
-/// position `i` (only its length matters for [`CntkWindow::Chunks`]).
-///
-/// - [`CntkWindow::Chunks`]`(w)`: with `w = 0` taken as 1, the window of chunk `i` is
-///   `[b, b + w)` where `b = i - w/2` if `i > w/2` and 0 otherwise (integer division, so the
-///   window is asymmetric); if it runs past the last chunk it becomes `[max(0, n - w), n)`.
-/// - [`CntkWindow::Samples`]`(W)`, with `h = W/2`: chunk 0 starts from `[0, 1)` and every
-///   other chunk from the window of its predecessor; the begin advances while the chunk's
-///   sample start minus the begin chunk's sample start exceeds `h`; the window is then
-///   stretched to contain the chunk itself; finally the end advances while it is below `n` and
-///   the sample end of the chunk at `end` minus the chunk's sample start is less than `h`.
-///
-/// # Panics
-///
-/// If there are more than `u32::MAX` chunks.
-pub fn chunk_windows(
-    chunk_samples_in_randomized_order: &[u64],
-    window: CntkWindow,
-) -> Vec<Range<u32>> {
-    let n = u32::try_from(chunk_samples_in_randomized_order.len())
-        .expect("chunk_windows: more than u32::MAX chunks");
-    match window {
-        CntkWindow::Chunks(w) => {
-            let half = w / 2;
-            let size = w.max(1);
-            let n64 = u64::from(n);
-            (0..n64)
-                .map(|i| {
-                    // `i - w/2` if `i > w/2`, else 0.
-                    let mut begin = i.saturating_sub(half);
-                    let mut end = begin.saturating_add(size);
-                    if end > n64 {
-                        end = n64;
-                        begin = n64.saturating_sub(size);
-                    }
-                    // Both are at most n, which fits in u32.
-                    begin as u32..end as u32
-                })
-                .collect()
-        }
-        CntkWindow::Samples(w) => {
-            let half = w / 2;
-            let samples = chunk_samples_in_randomized_order;
-            // starts[k] = sample position of randomized chunk k; starts[n] = sweep size.
-            let mut starts = Vec::with_capacity(samples.len() + 1);
-            let mut position = 0u64;
-            starts.push(0u64);
-            for &s in samples {
-                position = position.saturating_add(s);
-                starts.push(position);
-            }
-            let mut windows = Vec::with_capacity(samples.len());
-            let (mut begin, mut end) = (0u32, 1u32);
-            for i in 0..n {
-                let iu = i as usize;
-                while starts[iu] - starts[begin as usize] > half {
-                    begin += 1;
-                }
-                begin = begin.min(i);
-                end = end.max(i + 1);
-                while end < n && starts[end as usize + 1] - starts[iu] < half {
-                    end += 1;
-                }
-                windows.push(begin..end);
-            }
-            windows
-        }
-    }
+    engine::chunk_order::<Cntk>(chunk_count, seed, sweep)
 }
 
 /// The delivery order of every sequence in sweep `sweep`, CNTK's `BlockRandomizer` order.
@@ -171,75 +103,7 @@ pub fn sweep_order(
     seed: u64,
     sweep: u64,
 ) -> SweepOrder {
-    let chunks = chunk_order(sequence_samples.len(), seed, sweep);
-    let n = chunks.len();
-
-    // Layout of the randomized chunks: sample counts and sequence starts.
-    let chunk_samples: Vec<u64> = chunks
-        .iter()
-        .map(|&c| {
-            sequence_samples[c as usize]
-                .iter()
-                .fold(0u64, |a, &s| a.saturating_add(s))
-        })
-        .collect();
-    let windows = chunk_windows(&chunk_samples, window);
-    // seq_starts[k] = first sequence position of randomized chunk k; seq_starts[n] = total.
-    let mut seq_starts: Vec<u32> = Vec::with_capacity(n + 1);
-    let mut total = 0u32;
-    seq_starts.push(0);
-    for &c in &chunks {
-        let count = u32::try_from(sequence_samples[c as usize].len()).ok();
-        total = count
-            .and_then(|count| total.checked_add(count))
-            .expect("sweep_order: more than u32::MAX sequences in a sweep");
-        seq_starts.push(total);
-    }
-
-    // The randomized chunk containing sequence position p (< total): the last chunk starting
-    // at or before p, which is never an empty chunk.
-    let chunk_of = |p: u32| -> usize { seq_starts[..n].partition_point(|&s| s <= p) - 1 };
-
-    // perm[t] = the initial position (in randomized-chunk layout) of the sequence now at t.
-    let mut perm: Vec<u32> = (0..total).collect();
-    let mut rng = Mt19937_64::new(seed.wrapping_add(sweep));
-    let mut c = 0usize;
-    for t in 0..total {
-        while c + 1 < n && seq_starts[c + 1] <= t {
-            c += 1;
-        }
-        let win = &windows[c];
-        let pos_begin = seq_starts[win.start as usize];
-        let pos_end = seq_starts[win.end as usize];
-        if pos_end <= pos_begin {
-            // Nothing to draw from; cannot happen, since c owns t and lies in its own window.
-            continue;
-        }
-        let range = u64::from(pos_end - pos_begin);
-        loop {
-            // The remainder is below range, so the sum stays below pos_end.
-            let j = pos_begin + (rng.next_u64() % range) as u32;
-            let home_j = chunk_of(perm[j as usize]) as u32;
-            if !win.contains(&home_j) {
-                continue;
-            }
-            let home_t = chunk_of(perm[t as usize]) as u32;
-            if !windows[chunk_of(j)].contains(&home_t) {
-                continue;
-            }
-            perm.swap(t as usize, j as usize);
-            break;
-        }
-    }
-
-    let sequences = perm
-        .into_iter()
-        .map(|p| {
-            let k = chunk_of(p);
-            (chunks[k], p - seq_starts[k])
-        })
-        .collect();
-    SweepOrder { chunks, sequences }
+    engine::sweep_order::<Cntk>(sequence_samples, window, seed, sweep)
 }
 
 #[cfg(test)]
