@@ -41,6 +41,8 @@ pub mod minibatch;
 pub mod parser;
 pub mod randomize;
 pub mod reader;
+pub mod source;
+pub mod timeline;
 
 pub use config::{InputConfig, Precision, ReaderConfig, ReaderForm, StorageFormat};
 pub use diag::{Diagnostic, Severity};

@@ -338,6 +338,8 @@ pub struct Minibatch<T> {
     pub sequences: Vec<MinibatchSequence>,
     /// Whether this minibatch reaches or crosses the end of a sweep (set by the caller).
     pub sweep_end: bool,
+    /// Whether this minibatch ends an epoch of an explicit epoch size (set by the caller).
+    pub epoch_end: bool,
     /// The position on the timeline after this minibatch, in samples (set by the caller).
     pub position: u64,
     /// The input whose sample count is the minibatch's (`definesMBSize`), if any.
@@ -351,6 +353,7 @@ impl<T> Minibatch<T> {
             streams: Vec::new(),
             sequences: Vec::new(),
             sweep_end: false,
+            epoch_end: false,
             position: 0,
             defines_mb_size: None,
         }
@@ -365,12 +368,13 @@ impl<T: Element> Minibatch<T> {
             streams: inputs.iter().map(StreamData::new).collect(),
             sequences: Vec::new(),
             sweep_end: false,
+            epoch_end: false,
             position: 0,
             defines_mb_size: inputs.iter().position(|i| i.defines_mb_size),
         }
     }
 
-    /// Empties the minibatch (no sequences, `sweep_end` false, `position` 0), keeping the
+    /// Empties the minibatch (no sequences, flags false, `position` 0), keeping the
     /// capacity of every buffer.
     pub fn clear(&mut self) {
         for s in &mut self.streams {
@@ -378,6 +382,7 @@ impl<T: Element> Minibatch<T> {
         }
         self.sequences.clear();
         self.sweep_end = false;
+        self.epoch_end = false;
         self.position = 0;
     }
 

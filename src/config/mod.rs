@@ -170,7 +170,10 @@ impl ReaderConfig {
     /// The randomization window in effect (validation guarantees a sample-based window has
     /// a size).
     pub fn window(&self) -> WindowSize {
-        match (self.sample_based_randomization_window, self.randomization_window) {
+        match (
+            self.sample_based_randomization_window,
+            self.randomization_window,
+        ) {
             (Some(true), Some(samples)) => WindowSize::Samples(samples),
             (Some(true), None) => WindowSize::Samples(u64::MAX),
             (_, Some(chunks)) => WindowSize::Chunks(chunks),

@@ -33,6 +33,8 @@ pub enum Command {
     Index(IndexArgs),
     /// Print corpus statistics: sequences, samples, sequence lengths and values per input.
     Stats(DataArgs),
+    /// Read minibatches along the timeline, as a trainer would (one sweep by default).
+    Read(ReadArgs),
 }
 
 /// Where the data and its configuration come from.
@@ -71,16 +73,56 @@ pub struct IndexArgs {
     pub data: DataArgs,
     /// Threads scanning each file (default: the available cores, at most 8); the index is
     /// the same whatever the number.
-    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    #[arg(long, value_name = "N", value_parser = at_least_one::<usize>)]
     pub threads: Option<usize>,
 }
 
-fn parse_threads(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "expected a number of threads of at least 1, got '{text}'"
-        )),
+/// `ctf read`'s arguments.
+#[derive(Args, Debug)]
+pub struct ReadArgs {
+    /// The data to read.
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Minibatch size in samples (the global size with several workers), or a schedule by
+    /// epoch such as `128*2:1024`.
+    #[arg(long, value_name = "N|SCHEDULE")]
+    pub mb_size: String,
+    /// Stop at this global position, in samples (positions count from 0, also after
+    /// `--restore`).
+    #[arg(long, value_name = "S")]
+    pub max_samples: Option<u64>,
+    /// Stop after this many sweeps.
+    #[arg(long, value_name = "K")]
+    pub max_sweeps: Option<u64>,
+    /// Epochs of this many samples: minibatches stop at epoch ends, and a schedule advances
+    /// per epoch (without it, per sweep).
+    #[arg(long, value_name = "N")]
+    pub epoch_size: Option<u64>,
+    /// Number of data-parallel workers (`numDataPartitions`).
+    #[arg(long, value_name = "K", value_parser = at_least_one::<u32>)]
+    pub workers: Option<u32>,
+    /// This worker's 0-based rank (`partitionIndex`), below `--workers`.
+    #[arg(long, value_name = "R")]
+    pub rank: Option<u32>,
+    /// Resume right after the minibatch whose `checkpoint` token this is.
+    #[arg(long, value_name = "TOKEN")]
+    pub restore: Option<String>,
+    /// Print one JSON object per minibatch on stdout.
+    #[arg(long)]
+    pub jsonl: bool,
+    /// Parser threads (default: the available cores).
+    #[arg(long, value_name = "N", value_parser = at_least_one::<u32>)]
+    pub threads: Option<u32>,
+    /// Print the counters on stderr: chunks loaded, bytes read, cache hits and misses.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// A count of at least 1 (threads, workers).
+fn at_least_one<N: std::str::FromStr + PartialOrd + From<u8>>(text: &str) -> Result<N, String> {
+    match text.parse::<N>() {
+        Ok(n) if n >= N::from(1) => Ok(n),
+        _ => Err(format!("expected a number of at least 1, got '{text}'")),
     }
 }
 

@@ -9,6 +9,7 @@ mod dump;
 mod index;
 mod json;
 mod progress;
+mod read;
 mod stats;
 mod validate;
 
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
         cli::Command::Validate(a) => validate::run(&a),
         cli::Command::Index(a) => index::run(&a),
         cli::Command::Stats(a) => stats::run(&a),
+        cli::Command::Read(a) => read::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,7 +10,8 @@
 use crate::config::brainscript::{Error, Evaluator, ExprKind, Pos, RecordValue, Value};
 use crate::config::builder::{defaults, validate, InputOrigin, Origin};
 use crate::config::{
-    ConfigError, ConfigWarning, InputConfig, Precision, RandomizerKind, ReaderConfig, ReaderForm, StorageFormat,
+    ConfigError, ConfigWarning, InputConfig, Precision, RandomizerKind, ReaderConfig, ReaderForm,
+    StorageFormat,
 };
 
 use super::keys::{is_reader_key, reader_keys, suggest, INPUT_PARAMS};
@@ -504,17 +505,17 @@ impl<'a> Extractor<'_, 'a> {
         }
         if let Some(p) = self.reader_param(params, "randomizer")? {
             let s = p.string(src)?;
-            config.randomizer = if s.eq_ignore_ascii_case("block") || s.eq_ignore_ascii_case("default")
-            {
-                RandomizerKind::Block
-            } else if s.eq_ignore_ascii_case("cntk") {
-                RandomizerKind::Cntk
-            } else {
-                return Err(p.error(
-                    src,
-                    format!("parameter 'randomizer' must be 'block' or 'cntk', got '{s}'"),
-                ));
-            };
+            config.randomizer =
+                if s.eq_ignore_ascii_case("block") || s.eq_ignore_ascii_case("default") {
+                    RandomizerKind::Block
+                } else if s.eq_ignore_ascii_case("cntk") {
+                    RandomizerKind::Cntk
+                } else {
+                    return Err(p.error(
+                        src,
+                        format!("parameter 'randomizer' must be 'block' or 'cntk', got '{s}'"),
+                    ));
+                };
         }
         if let Some(p) = self.reader_param(params, "numDataPartitions")? {
             config.num_data_partitions = p.u32(src)?;
