@@ -44,6 +44,8 @@ pub mod reader;
 pub mod source;
 pub mod timeline;
 
-pub use config::{InputConfig, Precision, ReaderConfig, ReaderForm, StorageFormat};
+pub use config::{
+    InputConfig, Precision, RandomizerKind, ReaderConfig, ReaderForm, StorageFormat, WindowSize,
+};
 pub use diag::{Diagnostic, Severity};
 pub use parser::{Element, ParsedSequences, Sample};
