@@ -36,6 +36,8 @@ pub type CntkWindow = Window;
 struct Cntk;
 
 impl Scheme for Cntk {
+    const FORWARD_ONLY: bool = false;
+
     type Rng = Mt19937_64;
 
     fn chunk_rng(seed: u64, sweep: u64) -> Mt19937_64 {

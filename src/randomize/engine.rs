@@ -40,6 +40,10 @@ pub(super) trait Scheme {
     fn draw(rng: &mut Self::Rng, n: u64) -> u64;
     /// Shuffles the chunk permutation in place.
     fn shuffle_chunks(rng: &mut Self::Rng, chunks: &mut [u32]);
+    /// Whether position `t` draws its partner only among the positions not yet settled
+    /// (`j >= t`, within the window): Fisher-Yates when the window covers the sweep. CNTK
+    /// draws over the whole window (its "naive" shuffle).
+    const FORWARD_ONLY: bool;
 }
 
 /// CNTK's draw: `rng() % n`. Biased towards the small values whenever `n` does not divide
@@ -158,8 +162,12 @@ pub(super) fn sweep_order<S: Scheme>(
             c += 1;
         }
         let win = &windows[c];
-        let pos_begin = seq_starts[win.start as usize];
+        let mut pos_begin = seq_starts[win.start as usize];
         let pos_end = seq_starts[win.end as usize];
+        if S::FORWARD_ONLY {
+            // t lies in its own chunk, which is in its window, so the range keeps t.
+            pos_begin = pos_begin.max(t);
+        }
         if pos_end <= pos_begin {
             // Nothing to draw from; cannot happen, since c owns t and lies in its own window.
             continue;
