@@ -29,8 +29,11 @@
 //!
 //! The crate is layered like CNTK's reader: [`config`] turns a BrainScript reader section into
 //! a typed [`ReaderConfig`]; [`parser`] turns bytes into columnar per-input buffers;
-//! [`reader`] streams files through the parser and applies the error policy. The `ctf`
-//! command-line tool is built on these.
+//! [`reader`] streams files through the parser and applies the error policy; [`index`] maps a
+//! corpus into sequences and chunks, which [`chunks`] loads; [`randomize`] and [`timeline`]
+//! decide which sequences form each minibatch on each worker; [`minibatch`] packs them; and
+//! [`source::MinibatchSource`] puts these together behind one call. The `ctf` command-line
+//! tool is built on these.
 #![deny(missing_docs)]
 
 pub mod chunks;

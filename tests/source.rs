@@ -149,7 +149,10 @@ fn workers_share_each_minibatch_and_sweep_exactly() {
                 .collect();
             for (rank, share) in shares.iter().enumerate() {
                 assert_eq!(share.len(), single.len(), "same number of calls");
-                assert!(!keys(share).is_empty(), "rank {rank} of {workers} got nothing");
+                assert!(
+                    !keys(share).is_empty(),
+                    "rank {rank} of {workers} got nothing"
+                );
             }
             for (i, (whole, checkpoint)) in single.iter().enumerate() {
                 let mut union: Vec<u64> = shares
@@ -174,7 +177,11 @@ fn workers_share_each_minibatch_and_sweep_exactly() {
 fn invalid_sequences_are_skipped_and_charged_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.ctf");
-    std::fs::write(&path, "1 |x 1 1 |y 0:1\n2 |x 1 oops |y 0:1\n3 |x 3 3 |y 2:1\n").unwrap();
+    std::fs::write(
+        &path,
+        "1 |x 1 1 |y 0:1\n2 |x 1 oops |y 0:1\n3 |x 3 3 |y 2:1\n",
+    )
+    .unwrap();
     let file = path.to_string_lossy().into_owned();
     let strict = config(&file, |c| c);
     let mut s = source(&strict, sweeps(1));
@@ -198,7 +205,11 @@ fn invalid_sequences_are_skipped_and_charged_once() {
     let got = keys(&drain(&mut s, 1));
     assert_eq!(got.len(), 6);
     assert!(!got.contains(&2));
-    assert_eq!(*reported.lock().unwrap(), 1, "reported once over three sweeps");
+    assert_eq!(
+        *reported.lock().unwrap(),
+        1,
+        "reported once over three sweeps"
+    );
 }
 
 #[test]
@@ -211,7 +222,9 @@ fn limits_are_exclusive_and_size_must_be_positive() {
         max_sweeps: Some(1),
         epoch_size: None,
     };
-    let err = MinibatchSource::<f32>::new(&cfg, both, quiet()).err().unwrap();
+    let err = MinibatchSource::<f32>::new(&cfg, both, quiet())
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("cannot both"), "{err}");
     let err = source(&cfg, sweeps(1)).next_minibatch(0).unwrap_err();
     assert!(err.to_string().contains("at least 1"), "{err}");
@@ -234,7 +247,10 @@ fn keep_data_in_memory_reads_every_byte_once() {
     let cfg = config(&file, |c| c);
     let mut s = source(&cfg, sweeps(3));
     drain(&mut s, 10);
-    assert!(s.counters().bytes_read > bytes, "without it, later sweeps read again");
+    assert!(
+        s.counters().bytes_read > bytes,
+        "without it, later sweeps read again"
+    );
 }
 
 /// Entropy (bits) of the labels in one minibatch.
@@ -291,5 +307,8 @@ fn default_window_shuffles_a_sorted_file_like_a_full_shuffle() {
     let sorted = mean_entropy(&unshuffled);
     eprintln!("label entropy per minibatch: default window {windowed:.4}, full shuffle {shuffled:.4}, file order {sorted:.4}");
     assert!(sorted < 0.2, "{sorted}");
-    assert!((windowed - shuffled).abs() <= 0.05 * shuffled, "{windowed} vs {shuffled}");
+    assert!(
+        (windowed - shuffled).abs() <= 0.05 * shuffled,
+        "{windowed} vs {shuffled}"
+    );
 }

@@ -355,7 +355,10 @@ mod tests {
         }
         // Expected 5000 each, standard deviation about 66.
         for counts in [first, last] {
-            assert!(counts.iter().all(|&c| c.abs_diff(5_000) < 400), "{counts:?}");
+            assert!(
+                counts.iter().all(|&c| c.abs_diff(5_000) < 400),
+                "{counts:?}"
+            );
         }
     }
 
