@@ -1238,3 +1238,51 @@ fn errors_carry_the_warnings_found_before_them() {
         ["t.cntk:3:3: warning: unknown reader parameter 'radnomize'; did you mean 'randomize'?"]
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Timeline keys: randomizer, data partitions, window combinations.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn randomizer_and_partition_keys() {
+    use ctf_reader::{RandomizerKind, WindowSize};
+    let c = read(&legacy("", ONE_INPUT));
+    assert_eq!(c.randomizer, RandomizerKind::Block);
+    assert_eq!((c.partition_index, c.num_data_partitions), (0, 1));
+    assert_eq!(c.window(), WindowSize::Chunks(128));
+    let c = read(&legacy(
+        "    randomizer = \"cntk\"\n    numDataPartitions = 4\n    partitionIndex = 3\n    randomizationWindow = 7",
+        ONE_INPUT,
+    ));
+    assert_eq!(c.randomizer, RandomizerKind::Cntk);
+    assert_eq!((c.partition_index, c.num_data_partitions), (3, 4));
+    assert_eq!(c.window(), WindowSize::Chunks(7));
+    let c = read(&legacy(
+        "    sampleBasedRandomizationWindow = true\n    randomizationWindow = 1000",
+        ONE_INPUT,
+    ));
+    assert_eq!(c.window(), WindowSize::Samples(1000));
+}
+
+#[test]
+fn invalid_timeline_settings_are_clear_errors() {
+    for (params, fragment) in [
+        ("    randomizer = \"fancy\"", "must be 'block' or 'cntk'"),
+        ("    numDataPartitions = 0", "'numDataPartitions' must be at least 1"),
+        (
+            "    numDataPartitions = 2\n    partitionIndex = 2",
+            "'partitionIndex' (2) must be below 'numDataPartitions' (2)",
+        ),
+        (
+            "    sampleBasedRandomizationWindow = true",
+            "needs a 'randomizationWindow' in samples",
+        ),
+        (
+            "    sampleBasedRandomizationWindow = true\n    randomizationWindow = 0",
+            "at least 1 sample",
+        ),
+    ] {
+        let e = error_in(&legacy(params, ONE_INPUT), None);
+        assert!(e.message().contains(fragment), "{params}: {e}");
+    }
+}

@@ -91,9 +91,11 @@ fn every_sequence_once_per_sweep_and_order_independent_of_size() {
             );
             let n = c.index.total_samples();
             assert_eq!(n, LENGTHS.iter().map(|&l| u64::from(l)).sum::<u64>());
+            let by_128 = run(&mut timeline(&c), 128, 3 * n);
             let by_64 = run(&mut timeline(&c), 64, 3 * n);
             let by_7 = run(&mut timeline(&c), 7, 3 * n);
             let by_1 = run(&mut timeline(&c), 1, 3 * n);
+            assert_eq!(keys(&c, &by_64), keys(&c, &by_128));
             assert_eq!(keys(&c, &by_64), keys(&c, &by_7));
             assert_eq!(keys(&c, &by_64), keys(&c, &by_1));
             let all = keys(&c, &by_7);
