@@ -1268,7 +1268,10 @@ fn randomizer_and_partition_keys() {
 fn invalid_timeline_settings_are_clear_errors() {
     for (params, fragment) in [
         ("    randomizer = \"fancy\"", "must be 'block' or 'cntk'"),
-        ("    numDataPartitions = 0", "'numDataPartitions' must be at least 1"),
+        (
+            "    numDataPartitions = 0",
+            "'numDataPartitions' must be at least 1",
+        ),
         (
             "    numDataPartitions = 2\n    partitionIndex = 2",
             "'partitionIndex' (2) must be below 'numDataPartitions' (2)",
