@@ -42,6 +42,7 @@ pub mod diag;
 pub mod index;
 pub mod minibatch;
 pub mod parser;
+pub mod pipeline;
 pub mod randomize;
 pub mod reader;
 pub mod source;

@@ -1,0 +1,276 @@
+//! The chunk cache shared by the pipeline's actors: loader threads insert parsed chunks, the
+//! planner asks for the chunks the coming minibatches need, the packer takes them.
+//!
+//! Chunks are held in least-recently-used order (the `lru` crate) up to a capacity derived
+//! from the randomization window and the look-ahead; with `keepDataInMemory` the capacity is
+//! unbounded, so every chunk is read once. A chunk a taker still holds (its `Arc` is shared)
+//! is pinned: it is never evicted while in use, so memory is the capacity plus the chunks of
+//! the minibatches being packed. A failed load is kept as its error, so every taker of that
+//! chunk receives it, in timeline order, instead of waiting forever.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use lru::LruCache;
+
+/// What a load produced: the chunk, or the error every taker of it receives.
+pub type Loaded<C, E> = Result<Arc<C>, Arc<E>>;
+
+/// What [`ChunkCache::request`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// The chunk is in memory or being loaded: nothing to do.
+    Present,
+    /// The caller must have it loaded (it is now marked as loading).
+    Load,
+    /// The cache is closed.
+    Closed,
+}
+
+/// The cache was closed (the pipeline is shutting down).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Closed;
+
+/// Counts kept by the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheCounters {
+    /// Takes served from memory (or from a load already under way).
+    pub hits: u64,
+    /// Takes of a chunk that was neither in memory nor being loaded.
+    pub misses: u64,
+    /// Chunks dropped to stay within the capacity.
+    pub evictions: u64,
+}
+
+struct State<C, E> {
+    chunks: LruCache<u32, Loaded<C, E>>,
+    loading: HashSet<u32>,
+    capacity: usize,
+    closed: bool,
+    counters: CacheCounters,
+}
+
+/// Parsed chunks by chunk id, shared between threads.
+pub struct ChunkCache<C, E> {
+    state: Mutex<State<C, E>>,
+    /// Signalled whenever a chunk is inserted or the cache closes.
+    inserted: Condvar,
+}
+
+impl<C, E> ChunkCache<C, E> {
+    /// A cache of at most `capacity` unpinned chunks (`None`: unbounded).
+    pub fn new(capacity: Option<usize>) -> Self {
+        ChunkCache {
+            state: Mutex::new(State {
+                chunks: LruCache::unbounded(),
+                loading: HashSet::new(),
+                capacity: capacity.map_or(usize::MAX, |c| c.max(1)),
+                closed: false,
+                counters: CacheCounters::default(),
+            }),
+            inserted: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<C, E>> {
+        // A panic while holding the lock leaves the maps consistent (every update is a
+        // single insert or remove), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks `chunk` as wanted: [`Request::Load`] when the caller must have it loaded.
+    pub fn request(&self, chunk: u32) -> Request {
+        let mut state = self.lock();
+        if state.closed {
+            Request::Closed
+        } else if state.chunks.contains(&chunk) || state.loading.contains(&chunk) {
+            Request::Present
+        } else {
+            state.loading.insert(chunk);
+            Request::Load
+        }
+    }
+
+    /// Stores a load's outcome and wakes the takers waiting for it.
+    pub fn insert(&self, chunk: u32, loaded: Loaded<C, E>) {
+        let mut state = self.lock();
+        state.loading.remove(&chunk);
+        state.chunks.put(chunk, loaded);
+        Self::evict(&mut state, chunk);
+        drop(state);
+        self.inserted.notify_all();
+    }
+
+    /// Drops least recently used chunks beyond the capacity, except pinned ones and `keep`.
+    fn evict(state: &mut State<C, E>, keep: u32) {
+        let mut passed = 0;
+        while state.chunks.len() > state.capacity && passed < state.chunks.len() {
+            let Some((id, entry)) = state.chunks.pop_lru() else {
+                break;
+            };
+            let pinned = match &entry {
+                Ok(chunk) => Arc::strong_count(chunk) > 1,
+                Err(_) => false,
+            };
+            if pinned || id == keep {
+                // Back as most recent; look at the next one.
+                state.chunks.put(id, entry);
+                passed += 1;
+            } else {
+                state.counters.evictions += 1;
+            }
+        }
+    }
+
+    /// Takes `chunk`, waiting while it is being loaded. `Ok(None)` means it is neither in
+    /// memory nor being loaded (it was never requested, or was evicted before this take):
+    /// the caller requests it and takes again.
+    pub fn take(&self, chunk: u32) -> Result<Option<Loaded<C, E>>, Closed> {
+        let mut state = self.lock();
+        let mut waited = false;
+        loop {
+            if state.closed {
+                return Err(Closed);
+            }
+            if let Some(entry) = state.chunks.get(&chunk) {
+                let entry = entry.clone();
+                if !waited {
+                    state.counters.hits += 1;
+                }
+                return Ok(Some(entry));
+            }
+            if !state.loading.contains(&chunk) {
+                state.counters.misses += 1;
+                return Ok(None);
+            }
+            if !waited {
+                state.counters.hits += 1;
+                waited = true;
+            }
+            state = self
+                .inserted
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Closes the cache: every waiting and later take returns [`Closed`], requests return
+    /// [`Request::Closed`].
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.inserted.notify_all();
+    }
+
+    /// Chunks held (pinned ones included).
+    pub fn len(&self) -> usize {
+        self.lock().chunks.len()
+    }
+
+    /// Whether no chunk is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The counts so far.
+    pub fn counters(&self) -> CacheCounters {
+        self.lock().counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+    use std::time::Duration;
+
+    type Cache = ChunkCache<Vec<u8>, String>;
+
+    #[test]
+    fn request_insert_take_and_miss() {
+        let cache = Cache::new(Some(2));
+        assert_eq!(cache.take(1), Ok(None));
+        assert_eq!(cache.request(1), Request::Load);
+        assert_eq!(cache.request(1), Request::Present);
+        cache.insert(1, Ok(Arc::new(vec![1])));
+        assert_eq!(cache.request(1), Request::Present);
+        let got = cache.take(1).unwrap().unwrap().unwrap();
+        assert_eq!(*got, vec![1]);
+        let c = cache.counters();
+        assert_eq!((c.hits, c.misses), (1, 1));
+    }
+
+    #[test]
+    fn least_recently_used_unpinned_chunks_are_evicted() {
+        let cache = Cache::new(Some(2));
+        for id in 0..3 {
+            cache.request(id);
+            cache.insert(id, Ok(Arc::new(vec![id as u8])));
+            if id == 1 {
+                // Touch 0 so that 1 is the least recently used.
+                cache.take(0).unwrap();
+            }
+        }
+        assert_eq!(cache.len(), 2);
+        assert!(cache.take(1).unwrap().is_none(), "1 was evicted");
+        assert!(cache.take(0).unwrap().is_some());
+        assert!(cache.take(2).unwrap().is_some());
+        assert_eq!(cache.counters().evictions, 1);
+    }
+
+    #[test]
+    fn a_chunk_in_use_is_pinned() {
+        let cache = Cache::new(Some(1));
+        cache.request(0);
+        cache.insert(0, Ok(Arc::new(vec![0])));
+        let held = cache.take(0).unwrap().unwrap().unwrap();
+        cache.request(1);
+        cache.insert(1, Ok(Arc::new(vec![1])));
+        // Over capacity, but 0 is in use and 1 was just inserted.
+        assert_eq!(cache.len(), 2);
+        drop(held);
+        cache.request(2);
+        cache.insert(2, Ok(Arc::new(vec![2])));
+        assert_eq!(cache.len(), 1, "unpinned chunks go once over capacity");
+        assert!(cache.take(2).unwrap().is_some());
+    }
+
+    #[test]
+    fn unbounded_keeps_everything() {
+        let cache = Cache::new(None);
+        for id in 0..100 {
+            cache.request(id);
+            cache.insert(id, Ok(Arc::new(vec![])));
+        }
+        assert_eq!(cache.len(), 100);
+        assert_eq!(cache.counters().evictions, 0);
+    }
+
+    #[test]
+    fn errors_reach_every_taker_and_waiting_takers_wake() {
+        let cache = Arc::new(Cache::new(Some(4)));
+        assert_eq!(cache.request(7), Request::Load);
+        let waiter = {
+            let cache = Arc::clone(&cache);
+            thread::spawn(move || cache.take(7))
+        };
+        thread::sleep(Duration::from_millis(20));
+        cache.insert(7, Err(Arc::new("bad chunk".to_string())));
+        let got = waiter.join().unwrap().unwrap().unwrap();
+        assert_eq!(*got.unwrap_err(), "bad chunk");
+        assert!(cache.take(7).unwrap().unwrap().is_err(), "again for the next taker");
+    }
+
+    #[test]
+    fn close_wakes_waiting_takers() {
+        let cache = Arc::new(Cache::new(Some(4)));
+        cache.request(3);
+        let waiter = {
+            let cache = Arc::clone(&cache);
+            thread::spawn(move || cache.take(3))
+        };
+        thread::sleep(Duration::from_millis(20));
+        cache.close();
+        assert_eq!(waiter.join().unwrap(), Err(Closed));
+        assert_eq!(cache.request(4), Request::Closed);
+    }
+}
