@@ -63,6 +63,22 @@ pub enum LoadError {
     },
 }
 
+impl LoadError {
+    /// The same error, for a second receiver (an I/O error keeps its kind and message).
+    pub fn duplicate(&self) -> LoadError {
+        match self {
+            LoadError::Io { file, error } => LoadError::Io {
+                file: file.clone(),
+                error: io::Error::new(error.kind(), error.to_string()),
+            },
+            LoadError::Changed { file, detail } => LoadError::Changed {
+                file: file.clone(),
+                detail: detail.clone(),
+            },
+        }
+    }
+}
+
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

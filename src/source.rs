@@ -19,7 +19,7 @@ use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::{ReaderConfig, WindowSize};
 use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
 use crate::index::{CorpusIndex, IndexError};
-use crate::minibatch::{MinibatchPool, PackError, PooledMinibatch};
+use crate::minibatch::{Minibatch, MinibatchPool, PackError, PooledMinibatch};
 use crate::parser::Element;
 use crate::reader::{DiagnosticSink, ErrorBudget, ReadError};
 use crate::timeline::checkpoint::{fingerprint, Checkpoint, CheckpointError};
@@ -110,11 +110,87 @@ pub struct SourceCounters {
 }
 
 /// A parsed chunk, and where each of its index sequences is among the parsed ones.
-struct LoadedChunk<T> {
-    parsed: ParsedChunk<T>,
+pub(crate) struct LoadedChunk<T> {
+    pub(crate) parsed: ParsedChunk<T>,
     /// Per sequence of the chunk (index order): its position among the valid parsed
     /// sequences, or `u32::MAX` if it is invalid.
-    positions: Vec<u32>,
+    pub(crate) positions: Vec<u32>,
+}
+
+impl<T> LoadedChunk<T> {
+    /// A parsed chunk with the map of its sequences.
+    pub(crate) fn new(index: &CorpusIndex, parsed: ParsedChunk<T>) -> Self {
+        let positions = positions_of(index, parsed.chunk, &parsed);
+        LoadedChunk { parsed, positions }
+    }
+}
+
+/// Invalid sequences charged against `maxErrors`, once per chunk for the life of a source,
+/// in the order chunks are first used.
+pub(crate) struct Charging {
+    budget: ErrorBudget,
+    sink: DiagnosticSink,
+    charged: Vec<bool>,
+}
+
+impl Charging {
+    pub(crate) fn new(config: &ReaderConfig, chunks: usize, sink: DiagnosticSink) -> Self {
+        Charging {
+            budget: ErrorBudget::for_config(config),
+            sink,
+            charged: vec![false; chunks],
+        }
+    }
+
+    /// Charges the invalid sequences and reports the warnings of `chunk`, unless done before.
+    pub(crate) fn charge<T>(
+        &mut self,
+        index: &CorpusIndex,
+        parsed: &ParsedChunk<T>,
+    ) -> Result<(), SourceError> {
+        let chunk = parsed.chunk as usize;
+        if self.charged[chunk] {
+            return Ok(());
+        }
+        self.charged[chunk] = true;
+        let file = &index.files[index.chunk(parsed.chunk).file as usize].name;
+        self.budget
+            .charge(file, &parsed.diagnostics, &parsed.invalid, &mut *self.sink)
+            .map_err(|exceeded| SourceError::Data(exceeded.error))
+    }
+}
+
+/// Where the next minibatch from `position` must stop: the read's `end`, or the end of the
+/// current epoch (then also returned as the epoch end).
+pub(crate) fn minibatch_end(position: u64, end: u64, epoch_size: Option<u64>) -> (u64, Option<u64>) {
+    if let Some(epoch) = epoch_size {
+        let next = (position / epoch + 1).saturating_mul(epoch);
+        if next <= end {
+            return (next, Some(next));
+        }
+    }
+    (end, None)
+}
+
+/// The chunk holding sequence `ordinal`.
+pub(crate) fn chunk_of(index: &CorpusIndex, ordinal: u32) -> u32 {
+    index.chunks.partition_point(|c| c.sequences.end <= ordinal) as u32
+}
+
+/// Appends sequence `ordinal` of `loaded` to `batch`, unless it is invalid.
+pub(crate) fn push_ordinal<T: Element>(
+    index: &CorpusIndex,
+    loaded: &LoadedChunk<T>,
+    ordinal: u32,
+    batch: &mut Minibatch<T>,
+) -> Result<(), SourceError> {
+    let within = ordinal - index.chunk(loaded.parsed.chunk).sequences.start;
+    match loaded.positions[within as usize] {
+        u32::MAX => Ok(()),
+        position => batch
+            .push_sequence(&loaded.parsed.sequences, position as usize)
+            .map_err(SourceError::Pack),
+    }
 }
 
 /// Reads minibatches of a corpus along the global timeline.
@@ -130,10 +206,7 @@ pub struct MinibatchSource<T> {
     /// Loaded chunks, least recently used first.
     recency: VecDeque<u32>,
     cache_capacity: usize,
-    /// Per chunk: whether its invalid sequences were charged already.
-    charged: Vec<bool>,
-    budget: ErrorBudget,
-    sink: DiagnosticSink,
+    charging: Charging,
     fingerprint: u64,
     limits: ReadLimits,
     end: u64,
@@ -172,9 +245,7 @@ impl<T: Element> MinibatchSource<T> {
             chunks: HashMap::new(),
             recency: VecDeque::new(),
             cache_capacity,
-            charged: vec![false; index.chunks.len()],
-            budget: ErrorBudget::for_config(config),
-            sink,
+            charging: Charging::new(config, index.chunks.len(), sink),
             fingerprint: fingerprint(&index, config),
             config: config.clone(),
             index,
@@ -221,15 +292,8 @@ impl<T: Element> MinibatchSource<T> {
                 "the minibatch size must be at least 1 sample".to_string(),
             ));
         }
-        let mut end = self.end;
-        let mut epoch_end = None;
-        if let Some(epoch) = self.limits.epoch_size {
-            let next = (self.timeline.position() / epoch + 1).saturating_mul(epoch);
-            if next <= end {
-                end = next;
-                epoch_end = Some(next);
-            }
-        }
+        let (end, epoch_end) =
+            minibatch_end(self.timeline.position(), self.end, self.limits.epoch_size);
         let Some(selection) = self.timeline.next_minibatch(size, end) else {
             return Ok(None);
         };
@@ -314,7 +378,7 @@ impl<T: Element> MinibatchSource<T> {
     ) -> Result<(), SourceError> {
         let mut needed: Vec<u32> = Vec::new();
         for &ordinal in &selection.sequences {
-            let chunk = self.chunk_of(ordinal);
+            let chunk = chunk_of(&self.index, ordinal);
             if !needed.contains(&chunk) {
                 needed.push(chunk);
             }
@@ -323,26 +387,12 @@ impl<T: Element> MinibatchSource<T> {
             self.ensure_loaded(chunk)?;
         }
         for &ordinal in &selection.sequences {
-            let chunk = self.chunk_of(ordinal);
-            let Some(loaded) = self.chunks.get(&chunk) else {
-                continue; // loaded above
-            };
-            let within = ordinal - self.index.chunk(chunk).sequences.start;
-            let position = loaded.positions[within as usize];
-            if position != u32::MAX {
-                batch
-                    .push_sequence(&loaded.parsed.sequences, position as usize)
-                    .map_err(SourceError::Pack)?;
+            if let Some(loaded) = self.chunks.get(&chunk_of(&self.index, ordinal)) {
+                push_ordinal(&self.index, loaded, ordinal, batch)?;
             }
         }
         self.evict(&needed);
         Ok(())
-    }
-
-    fn chunk_of(&self, ordinal: u32) -> u32 {
-        self.index
-            .chunks
-            .partition_point(|c| c.sequences.end <= ordinal) as u32
     }
 
     /// Loads `chunk` unless it is in memory, charging its invalid sequences on first load.
@@ -357,15 +407,9 @@ impl<T: Element> MinibatchSource<T> {
         self.loader
             .load(chunk, &mut parsed)
             .map_err(SourceError::Load)?;
-        if !self.charged[chunk as usize] {
-            self.charged[chunk as usize] = true;
-            let file = &self.index.files[self.index.chunk(chunk).file as usize].name;
-            self.budget
-                .charge(file, &parsed.diagnostics, &parsed.invalid, &mut *self.sink)
-                .map_err(|exceeded| SourceError::Data(exceeded.error))?;
-        }
-        let positions = positions_of(&self.index, chunk, &parsed);
-        self.chunks.insert(chunk, LoadedChunk { parsed, positions });
+        self.charging.charge(&self.index, &parsed)?;
+        self.chunks
+            .insert(chunk, LoadedChunk::new(&self.index, parsed));
         self.recency.push_back(chunk);
         Ok(())
     }
@@ -416,7 +460,7 @@ fn positions_of<T>(index: &CorpusIndex, chunk: u32, parsed: &ParsedChunk<T>) -> 
 }
 
 /// The global position where reading stops.
-fn limit_end(limits: &ReadLimits, sweep_samples: u64) -> Result<u64, SourceError> {
+pub(crate) fn limit_end(limits: &ReadLimits, sweep_samples: u64) -> Result<u64, SourceError> {
     match (limits.max_samples, limits.max_sweeps) {
         (Some(_), Some(_)) => Err(SourceError::Usage(
             "max_samples and max_sweeps cannot both be set".to_string(),

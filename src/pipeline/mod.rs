@@ -1,4 +1,6 @@
-//! The threaded engine's parts (issue 5, in progress): so far the chunk cache its actors
-//! share. The single-threaded reference engine is [`crate::source::MinibatchSource`].
+//! The threaded engine: loader threads, a packer thread and the chunk cache they share
+//! ([`engine::ThreadedSource`]). It produces exactly the minibatches of the single-threaded
+//! reference engine, [`crate::source::MinibatchSource`].
 
 pub mod cache;
+pub mod engine;

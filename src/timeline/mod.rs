@@ -64,6 +64,7 @@ impl fmt::Display for TimelineError {
 impl std::error::Error for TimelineError {}
 
 /// The order of the sweep the timeline is in, and how far it has got.
+#[derive(Clone)]
 struct Sweep {
     number: u64,
     /// Ordinals of the sequences with samples, in delivery order.
@@ -75,6 +76,7 @@ struct Sweep {
 }
 
 /// A walk along the global timeline of one corpus and configuration, for one worker.
+#[derive(Clone)]
 pub struct Timeline {
     index: Arc<CorpusIndex>,
     settings: OrderSettings,

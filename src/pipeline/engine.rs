@@ -1,0 +1,528 @@
+//! The threaded engine: loader threads parse chunks into the shared [`ChunkCache`] while a
+//! packer thread walks the timeline, asks for the chunks of the sequences ahead of it, and
+//! packs minibatches into a bounded queue ahead of the consumer.
+//!
+//! The packer runs exactly the reference engine's steps ([`crate::source`]): the same
+//! timeline, the same packing, invalid sequences charged in the order chunks are first used.
+//! Loaders only parse, in any order, so the output does not depend on the number of threads
+//! or on timing. A restore, a new partition or a new minibatch size stops the packer (its
+//! prefetched minibatches are dropped) and starts a new one at the position after the last
+//! minibatch handed out; the loaders and the cache stay.
+//!
+//! Shutdown: dropping the engine closes the cache and the queues, then joins every thread.
+//! An error reaches the consumer in order, as an item of the queue; a loader that panics
+//! stores the panic as its chunk's error, and a packer that panics ends the queue, which the
+//! consumer sees as an error.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
+use crate::config::{ReaderConfig, WindowSize};
+use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
+use crate::index::CorpusIndex;
+use crate::minibatch::{MinibatchPool, PooledMinibatch};
+use crate::parser::Element;
+use crate::pipeline::cache::{ChunkCache, Request};
+use crate::reader::DiagnosticSink;
+use crate::source::{
+    chunk_of, limit_end, minibatch_end, push_ordinal, Charging, LoadedChunk, ReadLimits,
+    SourceCounters, SourceError,
+};
+use crate::timeline::checkpoint::{fingerprint, Checkpoint, CheckpointError};
+use crate::timeline::schedule::MbSchedule;
+use crate::timeline::Timeline;
+
+/// How the threaded engine runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelineOptions {
+    /// Loader threads parsing chunks (at least 1).
+    pub loader_threads: usize,
+    /// Minibatches packed ahead of the consumer (at least 1).
+    pub prefetch: usize,
+}
+
+impl Default for PipelineOptions {
+    /// The available cores as loaders, 2 minibatches ahead.
+    fn default() -> Self {
+        PipelineOptions {
+            loader_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            prefetch: 2,
+        }
+    }
+}
+
+type Loaded<T> = crate::pipeline::cache::Loaded<LoadedChunk<T>, LoadError>;
+type Cache<T> = ChunkCache<LoadedChunk<T>, LoadError>;
+type Item<T> = Result<Option<PooledMinibatch<T>>, SourceError>;
+
+/// State shared by the engine's threads.
+struct Shared<T> {
+    index: Arc<CorpusIndex>,
+    config: ReaderConfig,
+    cache: Cache<T>,
+    pool: Arc<MinibatchPool<T>>,
+    charging: Mutex<Charging>,
+    chunks_loaded: AtomicU64,
+    bytes_read: AtomicU64,
+}
+
+/// What a packer is asked to produce.
+#[derive(Clone, Debug)]
+struct Plan {
+    start: u64,
+    size: u64,
+    schedule: Option<MbSchedule>,
+    end: u64,
+    epoch_size: Option<u64>,
+    sweep_samples: u64,
+    rank: u32,
+    workers: u32,
+    /// Samples of own sequences the packer keeps requested ahead of what it packs.
+    ahead_samples: u64,
+}
+
+struct Packer<T: Element> {
+    output: Receiver<Item<T>>,
+    thread: Option<JoinHandle<()>>,
+    plan: Plan,
+    finished: bool,
+}
+
+/// Reads minibatches like [`crate::source::MinibatchSource`], with loader and packer threads.
+pub struct ThreadedSource<T: Element> {
+    shared: Arc<Shared<T>>,
+    _opened: OpenedIndex,
+    fingerprint: u64,
+    sweep_samples: u64,
+    end: u64,
+    limits: ReadLimits,
+    schedule: Option<MbSchedule>,
+    rank: u32,
+    workers: u32,
+    ahead_samples: u64,
+    loads: Option<SyncSender<u32>>,
+    loaders: Vec<JoinHandle<()>>,
+    packer: Option<Packer<T>>,
+    prefetch: usize,
+    /// Global position after the last minibatch handed out.
+    position: u64,
+    minibatches: u64,
+}
+
+impl<T: Element> ThreadedSource<T> {
+    /// Indexes the corpus of `config` and starts the loader threads; reading starts at
+    /// position 0.
+    pub fn new(
+        config: &ReaderConfig,
+        limits: ReadLimits,
+        sink: DiagnosticSink,
+        options: PipelineOptions,
+    ) -> Result<Self, SourceError> {
+        let opened = build_index(config, &IndexingOptions::for_config(config))
+            .map_err(SourceError::Index)?;
+        let index = Arc::clone(&opened.index);
+        let sweep_samples = Timeline::new(Arc::clone(&index), config)
+            .map_err(SourceError::Timeline)?
+            .sweep_samples();
+        let end = limit_end(&limits, sweep_samples)?;
+        let chunks = index.chunks.len().max(1);
+        let per_chunk = (sweep_samples / chunks as u64).max(1);
+        let window_chunks = match config.window() {
+            WindowSize::Chunks(n) => n.clamp(1, chunks as u64) as usize,
+            WindowSize::Samples(n) => (n / per_chunk).clamp(1, chunks as u64) as usize,
+        };
+        let loader_threads = options.loader_threads.max(1);
+        // Look ahead by as many chunks as there are loaders (at least 2), keep the window
+        // and the look-ahead in memory.
+        let ahead_chunks = loader_threads.max(2);
+        let capacity = if config.keep_data_in_memory {
+            None
+        } else {
+            Some(window_chunks + 2 * ahead_chunks)
+        };
+        let shared = Arc::new(Shared {
+            cache: ChunkCache::new(capacity),
+            pool: Arc::new(MinibatchPool::new(&config.inputs, options.prefetch + 2)),
+            charging: Mutex::new(Charging::new(config, index.chunks.len(), sink)),
+            chunks_loaded: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
+            config: config.clone(),
+            index: Arc::clone(&index),
+        });
+        let (loads, queue) = sync_channel::<u32>(2 * loader_threads);
+        let queue = Arc::new(Mutex::new(queue));
+        let mut loaders = Vec::with_capacity(loader_threads);
+        for i in 0..loader_threads {
+            let shared = Arc::clone(&shared);
+            let queue = Arc::clone(&queue);
+            let spawned = std::thread::Builder::new()
+                .name(format!("ctf-loader-{i}"))
+                .spawn(move || run_loader(&shared, &queue));
+            match spawned {
+                Ok(handle) => loaders.push(handle),
+                Err(e) if loaders.is_empty() => {
+                    return Err(SourceError::Usage(format!(
+                        "cannot start a loader thread: {e}"
+                    )))
+                }
+                Err(_) => break,
+            }
+        }
+        Ok(ThreadedSource {
+            fingerprint: fingerprint(&index, config),
+            shared,
+            _opened: opened,
+            sweep_samples,
+            end,
+            limits,
+            schedule: None,
+            rank: config.partition_index,
+            workers: config.num_data_partitions,
+            ahead_samples: per_chunk.saturating_mul(ahead_chunks as u64),
+            loads: Some(loads),
+            loaders,
+            packer: None,
+            prefetch: options.prefetch.max(1),
+            position: 0,
+            minibatches: 0,
+        })
+    }
+
+    /// Uses a minibatch-size schedule from now on.
+    pub fn set_schedule(&mut self, schedule: MbSchedule) {
+        self.schedule = Some(schedule);
+        self.stop_packer();
+    }
+
+    /// The next minibatch of about `size` samples (or the schedule's size), as
+    /// [`crate::source::MinibatchSource::next_minibatch`].
+    pub fn next_minibatch(
+        &mut self,
+        size: u64,
+    ) -> Result<Option<PooledMinibatch<T>>, SourceError> {
+        if size == 0 && self.schedule.is_none() {
+            return Err(SourceError::Usage(
+                "the minibatch size must be at least 1 sample".to_string(),
+            ));
+        }
+        let wanted = self.plan(size);
+        let restart = match &self.packer {
+            Some(p) => p.plan.size != wanted.size && self.schedule.is_none(),
+            None => true,
+        };
+        if restart {
+            self.stop_packer();
+            self.start_packer(wanted)?;
+        }
+        let Some(packer) = &mut self.packer else {
+            return Err(SourceError::Usage("no packer thread".to_string()));
+        };
+        if packer.finished {
+            return Ok(None);
+        }
+        match packer.output.recv() {
+            Ok(Ok(Some(batch))) => {
+                self.position = batch.position;
+                self.minibatches += 1;
+                Ok(Some(batch))
+            }
+            Ok(Ok(None)) => {
+                packer.finished = true;
+                Ok(None)
+            }
+            Ok(Err(e)) => {
+                packer.finished = true;
+                Err(e)
+            }
+            Err(_) => {
+                packer.finished = true;
+                Err(SourceError::Usage(
+                    "the packer thread stopped unexpectedly (it panicked)".to_string(),
+                ))
+            }
+        }
+    }
+
+    /// Where the source stands: after the last minibatch handed out.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            position: self.position,
+            fingerprint: self.fingerprint,
+        }
+    }
+
+    /// Continues from `checkpoint`, dropping prefetched minibatches.
+    pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
+        if checkpoint.fingerprint != self.fingerprint {
+            return Err(SourceError::Checkpoint(CheckpointError {
+                message: "it was taken on a different corpus or with a different \
+                          order-shaping configuration (files, inputs, chunk size, \
+                          randomization settings)"
+                    .to_string(),
+            }));
+        }
+        self.stop_packer();
+        // Round up to a sequence start the way the timeline does.
+        let mut timeline = Timeline::new(Arc::clone(&self.shared.index), &self.shared.config)
+            .map_err(SourceError::Timeline)?;
+        timeline.seek(checkpoint.position);
+        self.position = timeline.position();
+        Ok(())
+    }
+
+    /// Makes this source worker `rank` of `workers` from the current position on.
+    pub fn set_partition(&mut self, rank: u32, workers: u32) -> Result<(), SourceError> {
+        if workers == 0 || rank >= workers {
+            return Err(SourceError::Usage(format!(
+                "rank {rank} is not below the number of workers {workers}"
+            )));
+        }
+        self.stop_packer();
+        self.rank = rank;
+        self.workers = workers;
+        Ok(())
+    }
+
+    /// Samples per sweep.
+    pub fn sweep_samples(&self) -> u64 {
+        self.sweep_samples
+    }
+
+    /// The global position after the last minibatch handed out.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// What the source has done so far.
+    pub fn counters(&self) -> SourceCounters {
+        let cache = self.shared.cache.counters();
+        SourceCounters {
+            chunks_loaded: self.shared.chunks_loaded.load(Ordering::Relaxed),
+            bytes_read: self.shared.bytes_read.load(Ordering::Relaxed),
+            cache_hits: cache.hits,
+            cache_misses: cache.misses,
+            minibatches: self.minibatches,
+        }
+    }
+
+    fn plan(&self, size: u64) -> Plan {
+        Plan {
+            start: self.position,
+            size,
+            schedule: self.schedule.clone(),
+            end: self.end,
+            epoch_size: self.limits.epoch_size,
+            sweep_samples: self.sweep_samples,
+            rank: self.rank,
+            workers: self.workers,
+            ahead_samples: self.ahead_samples,
+        }
+    }
+
+    fn start_packer(&mut self, plan: Plan) -> Result<(), SourceError> {
+        let Some(loads) = &self.loads else {
+            return Err(SourceError::Usage("the source is shutting down".to_string()));
+        };
+        let (output, items) = sync_channel::<Item<T>>(self.prefetch);
+        let shared = Arc::clone(&self.shared);
+        let loads = loads.clone();
+        let run = plan.clone();
+        let thread = std::thread::Builder::new()
+            .name("ctf-packer".to_string())
+            .spawn(move || run_packer(&shared, &loads, &run, &output))
+            .map_err(|e| SourceError::Usage(format!("cannot start the packer thread: {e}")))?;
+        self.packer = Some(Packer {
+            output: items,
+            thread: Some(thread),
+            plan,
+            finished: false,
+        });
+        Ok(())
+    }
+
+    /// Stops the packer, dropping what it prefetched.
+    fn stop_packer(&mut self) {
+        if let Some(packer) = self.packer.take() {
+            let Packer { output, thread, .. } = packer;
+            // Without a receiver the packer's next send fails, which ends it; the minibatches
+            // it prefetched go back to the pool.
+            drop(output);
+            if let Some(thread) = thread {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+impl<T: Element> Drop for ThreadedSource<T> {
+    fn drop(&mut self) {
+        self.stop_packer();
+        self.shared.cache.close();
+        // Closing the load queue ends the loaders once they finish their chunk.
+        self.loads = None;
+        for loader in self.loaders.drain(..) {
+            let _ = loader.join();
+        }
+    }
+}
+
+/// A loader thread: parses the chunks it is asked for into the cache.
+fn run_loader<T: Element>(shared: &Shared<T>, queue: &Mutex<Receiver<u32>>) {
+    let mut loader = ChunkLoader::<T>::new(Arc::clone(&shared.index), &shared.config);
+    loop {
+        let next = match queue.lock() {
+            Ok(queue) => queue.recv(),
+            Err(_) => return,
+        };
+        let Ok(chunk) = next else {
+            return; // the source is shutting down
+        };
+        let before = loader.counters();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut parsed = ParsedChunk::new(&shared.config.inputs);
+            loader
+                .load(chunk, &mut parsed)
+                .map(|()| LoadedChunk::new(&shared.index, parsed))
+        }));
+        let after = loader.counters();
+        shared
+            .chunks_loaded
+            .fetch_add(after.chunks_loaded - before.chunks_loaded, Ordering::Relaxed);
+        shared
+            .bytes_read
+            .fetch_add(after.bytes_read - before.bytes_read, Ordering::Relaxed);
+        let loaded: Loaded<T> = match outcome {
+            Ok(Ok(chunk)) => Ok(Arc::new(chunk)),
+            Ok(Err(e)) => Err(Arc::new(e)),
+            Err(_) => Err(Arc::new(LoadError::Io {
+                file: shared.index.files[shared.index.chunk(chunk).file as usize]
+                    .name
+                    .clone(),
+                error: std::io::Error::other("a loader thread panicked while parsing it"),
+            })),
+        };
+        shared.cache.insert(chunk, loaded);
+    }
+}
+
+/// The packer thread: the reference engine's loop, with chunk requests running ahead.
+fn run_packer<T: Element>(
+    shared: &Shared<T>,
+    loads: &SyncSender<u32>,
+    plan: &Plan,
+    output: &SyncSender<Item<T>>,
+) {
+    let item = |result: Item<T>| output.send(result).is_ok();
+    let timeline = Timeline::new(Arc::clone(&shared.index), &shared.config);
+    let Ok(mut timeline) = timeline else {
+        let _ = item(Ok(None));
+        return;
+    };
+    timeline.set_partition(plan.rank, plan.workers);
+    timeline.seek(plan.start);
+    let mut ahead = timeline.clone();
+    loop {
+        let position = timeline.position();
+        let size = match &plan.schedule {
+            Some(schedule) => {
+                let epoch = plan.epoch_size.unwrap_or(plan.sweep_samples).max(1);
+                schedule.size_for_epoch(position / epoch)
+            }
+            None => plan.size,
+        };
+        let (end, epoch_end) = minibatch_end(position, plan.end, plan.epoch_size);
+        let Some(selection) = timeline.next_minibatch(size, end) else {
+            let _ = item(Ok(None));
+            return;
+        };
+        // Ask for the chunks of the sequences ahead, then take this minibatch's.
+        while ahead.position() < selection.end.saturating_add(plan.ahead_samples) {
+            let Some(next) = ahead.next_minibatch(1, plan.end) else {
+                break;
+            };
+            for &ordinal in &next.sequences {
+                if !request(shared, loads, chunk_of(&shared.index, ordinal)) {
+                    return;
+                }
+            }
+        }
+        let mut batch = shared.pool.take_pooled();
+        let packed = pack(shared, loads, &selection.sequences, &mut batch);
+        match packed {
+            Ok(true) => {}
+            Ok(false) => return, // shutting down
+            Err(e) => {
+                let _ = item(Err(e));
+                return;
+            }
+        }
+        batch.sweep_end = selection.sweep_end;
+        batch.epoch_end = epoch_end.is_some_and(|e| selection.end >= e);
+        batch.position = selection.end;
+        if !item(Ok(Some(batch))) {
+            return;
+        }
+    }
+}
+
+/// Asks for `chunk` to be loaded unless it is in memory or under way; false once shutting
+/// down.
+fn request<T>(shared: &Shared<T>, loads: &SyncSender<u32>, chunk: u32) -> bool {
+    match shared.cache.request(chunk) {
+        Request::Present => true,
+        Request::Load => loads.send(chunk).is_ok(),
+        Request::Closed => false,
+    }
+}
+
+/// Packs `ordinals`; `Ok(false)` once shutting down.
+fn pack<T: Element>(
+    shared: &Shared<T>,
+    loads: &SyncSender<u32>,
+    ordinals: &[u32],
+    batch: &mut PooledMinibatch<T>,
+) -> Result<bool, SourceError> {
+    let mut held: Vec<Arc<LoadedChunk<T>>> = Vec::new();
+    for &ordinal in ordinals {
+        let chunk = chunk_of(&shared.index, ordinal);
+        let loaded = match held.iter().find(|c| c.parsed.chunk == chunk) {
+            Some(loaded) => Arc::clone(loaded),
+            None => {
+                let Some(loaded) = take(shared, loads, chunk)? else {
+                    return Ok(false);
+                };
+                match shared.charging.lock() {
+                    Ok(mut charging) => charging.charge(&shared.index, &loaded.parsed)?,
+                    Err(_) => return Ok(false),
+                }
+                held.push(Arc::clone(&loaded));
+                loaded
+            }
+        };
+        push_ordinal(&shared.index, &loaded, ordinal, batch)?;
+    }
+    Ok(true)
+}
+
+/// Takes `chunk` from the cache, having it loaded if needed; `None` once shutting down.
+fn take<T>(
+    shared: &Shared<T>,
+    loads: &SyncSender<u32>,
+    chunk: u32,
+) -> Result<Option<Arc<LoadedChunk<T>>>, SourceError> {
+    loop {
+        match shared.cache.take(chunk) {
+            Ok(Some(Ok(loaded))) => return Ok(Some(loaded)),
+            Ok(Some(Err(e))) => return Err(SourceError::Load(e.duplicate())),
+            Ok(None) => {
+                if !request(shared, loads, chunk) {
+                    return Ok(None);
+                }
+            }
+            Err(_) => return Ok(None),
+        }
+    }
+}

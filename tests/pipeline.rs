@@ -1,0 +1,187 @@
+//! The threaded engine against the single-threaded reference: byte-identical minibatches
+//! at any number of loader threads and prefetch depth, with restores, partitions and size
+//! changes; errors in order; prompt shutdown; many readers created and dropped.
+
+use std::path::Path;
+
+use ctf_reader::minibatch::Minibatch;
+use ctf_reader::pipeline::engine::{PipelineOptions, ThreadedSource};
+use ctf_reader::reader::DiagnosticSink;
+use ctf_reader::source::{MinibatchSource, ReadLimits};
+use ctf_reader::{InputConfig, ReaderConfig};
+
+fn write_corpus(dir: &Path, sequences: u64) -> String {
+    let mut text = String::new();
+    for id in 0..sequences {
+        for t in 0..1 + id % 6 {
+            text.push_str(&format!("{id} |x {id} {t} |y {}:{}\n", (id + t) % 7, t + 1));
+        }
+    }
+    let path = dir.join("d.ctf");
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn config(file: &str) -> ReaderConfig {
+    ReaderConfig::builder()
+        .file(file)
+        .input(InputConfig::dense("x", 2))
+        .input(InputConfig::sparse("y", 7))
+        .chunk_size_in_bytes(300)
+        .randomization_window(3)
+        .trace_level(0)
+        .build()
+        .unwrap()
+}
+
+fn quiet() -> DiagnosticSink {
+    Box::new(|_, _| {})
+}
+
+fn sweeps(n: u64) -> ReadLimits {
+    ReadLimits {
+        max_samples: None,
+        max_sweeps: Some(n),
+        epoch_size: None,
+    }
+}
+
+fn reference(cfg: &ReaderConfig, limits: ReadLimits, size: u64) -> Vec<Minibatch<f32>> {
+    let mut s = MinibatchSource::<f32>::new(cfg, limits, quiet()).unwrap();
+    std::iter::from_fn(|| s.next_minibatch(size).unwrap().map(|m| m.into_inner())).collect()
+}
+
+fn threaded(
+    cfg: &ReaderConfig,
+    limits: ReadLimits,
+    loaders: usize,
+    prefetch: usize,
+) -> ThreadedSource<f32> {
+    let options = PipelineOptions {
+        loader_threads: loaders,
+        prefetch,
+    };
+    ThreadedSource::new(cfg, limits, quiet(), options).unwrap()
+}
+
+fn drain(s: &mut ThreadedSource<f32>, size: u64) -> Vec<Minibatch<f32>> {
+    std::iter::from_fn(|| s.next_minibatch(size).unwrap().map(|m| m.into_inner())).collect()
+}
+
+#[test]
+fn same_minibatches_at_any_thread_count_and_prefetch() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 150);
+    for randomize in [true, false] {
+        let mut cfg = config(&file);
+        cfg.randomize = randomize;
+        let want = reference(&cfg, sweeps(3), 13);
+        for loaders in [1, 2, 4, 8] {
+            for prefetch in [1, 2, 5] {
+                let got = drain(&mut threaded(&cfg, sweeps(3), loaders, prefetch), 13);
+                assert_eq!(got, want, "{loaders} loaders, prefetch {prefetch}");
+            }
+        }
+    }
+}
+
+#[test]
+fn restores_partitions_and_size_changes_match_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 120);
+    let cfg = config(&file);
+    let mut r = MinibatchSource::<f32>::new(&cfg, sweeps(2), quiet()).unwrap();
+    let mut t = threaded(&cfg, sweeps(2), 3, 2);
+    let mut checkpoints = Vec::new();
+    // A script of calls, the same on both engines.
+    for step in 0..60u64 {
+        match step % 9 {
+            4 => {
+                let c = checkpoints[(step as usize * 7) % checkpoints.len()];
+                r.restore(&c).unwrap();
+                t.restore(&c).unwrap();
+            }
+            7 => {
+                let (rank, workers) = ((step % 3) as u32, 3);
+                r.set_partition(rank, workers).unwrap();
+                t.set_partition(rank, workers).unwrap();
+            }
+            _ => {
+                let size = 1 + step % 17;
+                let a = r.next_minibatch(size).unwrap().map(|m| m.into_inner());
+                let b = t.next_minibatch(size).unwrap().map(|m| m.into_inner());
+                assert_eq!(a, b, "step {step}");
+                assert_eq!(r.checkpoint(), t.checkpoint(), "step {step}");
+                checkpoints.push(r.checkpoint());
+            }
+        }
+    }
+}
+
+#[test]
+fn errors_arrive_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.ctf");
+    let mut text = String::new();
+    for id in 0..40 {
+        let x = if id == 25 { "oops".to_string() } else { id.to_string() };
+        text.push_str(&format!("{id} |x {x} 0 |y 0:1\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+    let mut cfg = config(&path.to_string_lossy());
+    cfg.randomize = false;
+    let mut r = MinibatchSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
+    let mut t = threaded(&cfg, sweeps(1), 4, 3);
+    loop {
+        let a = r.next_minibatch(4);
+        let b = t.next_minibatch(4);
+        match (a, b) {
+            (Ok(a), Ok(b)) => {
+                let (a, b) = (a.map(|m| m.into_inner()), b.map(|m| m.into_inner()));
+                assert_eq!(a, b);
+                if a.is_none() {
+                    panic!("the invalid sequence should have failed the read");
+                }
+            }
+            (Err(a), Err(b)) => {
+                assert_eq!(a.to_string(), b.to_string());
+                assert!(a.to_string().contains("maxErrors"), "{a}");
+                break;
+            }
+            (a, b) => panic!("reference {:?} but threaded {:?}", a.is_ok(), b.is_ok()),
+        }
+    }
+}
+
+#[test]
+fn keep_data_in_memory_reads_every_byte_once_with_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 100);
+    let mut cfg = config(&file);
+    cfg.keep_data_in_memory = true;
+    let mut t = threaded(&cfg, sweeps(3), 2, 2);
+    drain(&mut t, 10);
+    let bytes = std::fs::metadata(&file).unwrap().len();
+    assert_eq!(t.counters().bytes_read, bytes);
+}
+
+#[test]
+fn dropping_mid_prefetch_and_many_readers_do_not_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 60);
+    let cfg = config(&file);
+    for i in 0..1000u64 {
+        let mut t = threaded(&cfg, sweeps(2), 1 + (i % 3) as usize, 1);
+        // Some readers never read, some stop with full queues, some read to the end.
+        match i % 3 {
+            0 => {}
+            1 => {
+                t.next_minibatch(5).unwrap();
+            }
+            _ => {
+                drain(&mut t, 50);
+            }
+        }
+        drop(t);
+    }
+}
