@@ -162,7 +162,11 @@ impl Charging {
 
 /// Where the next minibatch from `position` must stop: the read's `end`, or the end of the
 /// current epoch (then also returned as the epoch end).
-pub(crate) fn minibatch_end(position: u64, end: u64, epoch_size: Option<u64>) -> (u64, Option<u64>) {
+pub(crate) fn minibatch_end(
+    position: u64,
+    end: u64,
+    epoch_size: Option<u64>,
+) -> (u64, Option<u64>) {
     if let Some(epoch) = epoch_size {
         let next = (position / epoch + 1).saturating_mul(epoch);
         if next <= end {

@@ -724,3 +724,43 @@ fn an_invalid_sequence_fails_the_read_unless_max_errors_allows_it() {
     assert_eq!(errors.len(), 1, "reported more than once:\n{}", r.stderr);
     assert_eq!(errors[0].line, bad_line as u64, "{}", r.stderr);
 }
+
+/// The threaded engine's output does not depend on its thread count (issue 5).
+#[test]
+fn jsonl_is_identical_at_any_thread_count() {
+    let (dir, _) = setup(150);
+    let one = run_expect(
+        &[
+            "read",
+            "r.cntk",
+            "--jsonl",
+            "--mb-size",
+            "9",
+            "--max-sweeps",
+            "2",
+            "--threads",
+            "1",
+        ],
+        Some(dir.path()),
+        0,
+    );
+    assert!(one.stdout.lines().count() > 10);
+    for threads in ["2", "4"] {
+        let other = run_expect(
+            &[
+                "read",
+                "r.cntk",
+                "--jsonl",
+                "--mb-size",
+                "9",
+                "--max-sweeps",
+                "2",
+                "--threads",
+                threads,
+            ],
+            Some(dir.path()),
+            0,
+        );
+        assert_eq!(one.stdout, other.stdout, "--threads {threads}");
+    }
+}

@@ -124,7 +124,11 @@ fn errors_arrive_in_order() {
     let path = dir.path().join("bad.ctf");
     let mut text = String::new();
     for id in 0..40 {
-        let x = if id == 25 { "oops".to_string() } else { id.to_string() };
+        let x = if id == 25 {
+            "oops".to_string()
+        } else {
+            id.to_string()
+        };
         text.push_str(&format!("{id} |x {x} 0 |y 0:1\n"));
     }
     std::fs::write(&path, text).unwrap();

@@ -147,10 +147,7 @@ impl<C, E> ChunkCache<C, E> {
                 state.counters.hits += 1;
                 waited = true;
             }
-            state = self
-                .inserted
-                .wait(state)
-                .unwrap_or_else(|p| p.into_inner());
+            state = self.inserted.wait(state).unwrap_or_else(|p| p.into_inner());
         }
     }
 
@@ -257,7 +254,10 @@ mod tests {
         cache.insert(7, Err(Arc::new("bad chunk".to_string())));
         let got = waiter.join().unwrap().unwrap().unwrap();
         assert_eq!(*got.unwrap_err(), "bad chunk");
-        assert!(cache.take(7).unwrap().unwrap().is_err(), "again for the next taker");
+        assert!(
+            cache.take(7).unwrap().unwrap().is_err(),
+            "again for the next taker"
+        );
     }
 
     #[test]

@@ -199,10 +199,7 @@ impl<T: Element> ThreadedSource<T> {
 
     /// The next minibatch of about `size` samples (or the schedule's size), as
     /// [`crate::source::MinibatchSource::next_minibatch`].
-    pub fn next_minibatch(
-        &mut self,
-        size: u64,
-    ) -> Result<Option<PooledMinibatch<T>>, SourceError> {
+    pub fn next_minibatch(&mut self, size: u64) -> Result<Option<PooledMinibatch<T>>, SourceError> {
         if size == 0 && self.schedule.is_none() {
             return Err(SourceError::Usage(
                 "the minibatch size must be at least 1 sample".to_string(),
@@ -324,7 +321,9 @@ impl<T: Element> ThreadedSource<T> {
 
     fn start_packer(&mut self, plan: Plan) -> Result<(), SourceError> {
         let Some(loads) = &self.loads else {
-            return Err(SourceError::Usage("the source is shutting down".to_string()));
+            return Err(SourceError::Usage(
+                "the source is shutting down".to_string(),
+            ));
         };
         let (output, items) = sync_channel::<Item<T>>(self.prefetch);
         let shared = Arc::clone(&self.shared);
@@ -388,9 +387,10 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Mutex<Receiver<u32>>) {
                 .map(|()| LoadedChunk::new(&shared.index, parsed))
         }));
         let after = loader.counters();
-        shared
-            .chunks_loaded
-            .fetch_add(after.chunks_loaded - before.chunks_loaded, Ordering::Relaxed);
+        shared.chunks_loaded.fetch_add(
+            after.chunks_loaded - before.chunks_loaded,
+            Ordering::Relaxed,
+        );
         shared
             .bytes_read
             .fetch_add(after.bytes_read - before.bytes_read, Ordering::Relaxed);
