@@ -45,6 +45,7 @@ pub mod parser;
 pub mod randomize;
 pub mod reader;
 pub mod source;
+pub mod sync;
 pub mod timeline;
 
 pub use config::{
