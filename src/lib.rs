@@ -46,6 +46,7 @@ pub mod pipeline;
 pub mod randomize;
 pub mod reader;
 pub mod source;
+pub mod sync;
 pub mod timeline;
 
 pub use config::{

@@ -13,7 +13,10 @@
 use std::fmt;
 use std::mem;
 use std::ops::{Deref, DerefMut, Range};
-use std::sync::{Arc, Mutex};
+// `Arc` stays `std`'s: `take_pooled` takes `self: &Arc<Self>`, a receiver only `std`'s smart
+// pointers can be, and `MinibatchSource` shares its pool with callers through it.
+use crate::sync::{Mutex, MutexGuard};
+use std::sync::Arc;
 
 use crate::config::{InputConfig, StorageFormat};
 use crate::parser::{Element, InputColumn, ParsedSequences};
@@ -641,7 +644,7 @@ impl<T: Element> MinibatchPool<T> {
                 .all(|(s, i)| s.format == i.format && s.dim == i.dim)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Minibatch<T>>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Minibatch<T>>> {
         // A panic elsewhere cannot leave the free list half changed: keep using it.
         self.free.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -49,6 +49,10 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+// The writer's thread comes from the `crate::sync` shim. Two `std` uses stay, on purpose:
+// `temp_path`'s counter is a `static`, which loom's atomics (no `const fn new`) cannot be, and
+// it only makes names unique; and the `Arc<CorpusIndex>` is the one the rest of the crate
+// and its callers share the index through, not a synchronization point of the pipeline.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -60,6 +64,7 @@ use crate::index::scan::ScannedSequence;
 use crate::index::{
     CorpusIndex, FileStamp, IndexError, IndexWarning, IndexedFile, KeyMode, WarningSink,
 };
+use crate::sync::thread;
 
 /// Version of the cache format this build reads and writes.
 pub const CACHE_FORMAT_VERSION: u32 = 1;
@@ -841,7 +846,7 @@ pub struct CacheJob {
 /// Dropping it waits for the thread, like [`wait`](Self::wait), so every cache it was given is
 /// complete (or has failed with a warning) and no temporary file is left behind.
 pub struct CacheWriter {
-    handle: Option<std::thread::JoinHandle<()>>,
+    handle: Option<thread::JoinHandle<()>>,
 }
 
 /// Writes each job's cache in order, reporting failures to `on_warning`.
@@ -874,7 +879,7 @@ impl CacheWriter {
     ) -> CacheWriter {
         let work = Arc::new((index, jobs, fingerprint, on_warning));
         let shared = Arc::clone(&work);
-        let spawned = std::thread::Builder::new()
+        let spawned = thread::Builder::new()
             .name("ctf-index-cache".to_string())
             .spawn(move || {
                 let (index, jobs, fingerprint, on_warning) = &*shared;

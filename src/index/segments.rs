@@ -15,12 +15,12 @@
 //! Only files of short lines are split: long lines are scanned by memchr near the speed of
 //! memory, and there the file's scanner reads alone.
 
+use crate::sync::channel::{bounded, Receiver, Sender};
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::Arc;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use memchr::{memchr, memrchr};
 
@@ -76,13 +76,15 @@ struct Helper {
 
 impl Helper {
     fn spawn(mut scanner: Scanner) -> io::Result<Helper> {
-        let (jobs, job_queue) = channel::<Job>();
-        let (done_queue, done) = channel();
-        let thread = std::thread::Builder::new()
+        // One job is in flight per helper and round, and its result is received before the
+        // next round's job is sent: capacity 1 never blocks either side.
+        let (jobs, job_queue) = bounded::<Job>(1);
+        let (done_queue, done) = bounded(1);
+        let thread = thread::Builder::new()
             .name("ctf-index-scan".to_string())
             .spawn(move || {
                 let mut buffer = Vec::new();
-                for job in job_queue {
+                for job in job_queue.iter() {
                     let done = run_job(&mut scanner, &mut buffer, job);
                     if done_queue.send(done).is_err() {
                         break;
