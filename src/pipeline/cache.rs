@@ -8,8 +8,8 @@
 //! the minibatches being packed. A failed load is kept as its error, so every taker of that
 //! chunk receives it, in timeline order, instead of waiting forever.
 
+use crate::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::collections::HashSet;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use lru::LruCache;
 

@@ -14,10 +14,7 @@
 //! stores the panic as its chunk's error, and a packer that panics ends the queue, which the
 //! consumer sees as an error.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 
 use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::{ReaderConfig, WindowSize};
@@ -31,6 +28,10 @@ use crate::source::{
     chunk_of, limit_end, minibatch_end, push_ordinal, Charging, LoadedChunk, ReadLimits,
     SourceCounters, SourceError,
 };
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::channel::{bounded, Receiver, Sender};
+use crate::sync::thread::{Builder, JoinHandle};
+use crate::sync::Mutex;
 use crate::timeline::checkpoint::{fingerprint, Checkpoint, CheckpointError};
 use crate::timeline::schedule::MbSchedule;
 use crate::timeline::Timeline;
@@ -103,7 +104,7 @@ pub struct ThreadedSource<T: Element> {
     rank: u32,
     workers: u32,
     ahead_samples: u64,
-    loads: Option<SyncSender<u32>>,
+    loads: Option<Sender<u32>>,
     loaders: Vec<JoinHandle<()>>,
     packer: Option<Packer<T>>,
     prefetch: usize,
@@ -152,13 +153,12 @@ impl<T: Element> ThreadedSource<T> {
             config: config.clone(),
             index: Arc::clone(&index),
         });
-        let (loads, queue) = sync_channel::<u32>(2 * loader_threads);
-        let queue = Arc::new(Mutex::new(queue));
+        let (loads, queue) = bounded::<u32>(2 * loader_threads);
         let mut loaders = Vec::with_capacity(loader_threads);
         for i in 0..loader_threads {
             let shared = Arc::clone(&shared);
-            let queue = Arc::clone(&queue);
-            let spawned = std::thread::Builder::new()
+            let queue = queue.clone();
+            let spawned = Builder::new()
                 .name(format!("ctf-loader-{i}"))
                 .spawn(move || run_loader(&shared, &queue));
             match spawned {
@@ -325,11 +325,11 @@ impl<T: Element> ThreadedSource<T> {
                 "the source is shutting down".to_string(),
             ));
         };
-        let (output, items) = sync_channel::<Item<T>>(self.prefetch);
+        let (output, items) = bounded::<Item<T>>(self.prefetch);
         let shared = Arc::clone(&self.shared);
         let loads = loads.clone();
         let run = plan.clone();
-        let thread = std::thread::Builder::new()
+        let thread = Builder::new()
             .name("ctf-packer".to_string())
             .spawn(move || run_packer(&shared, &loads, &run, &output))
             .map_err(|e| SourceError::Usage(format!("cannot start the packer thread: {e}")))?;
@@ -369,14 +369,10 @@ impl<T: Element> Drop for ThreadedSource<T> {
 }
 
 /// A loader thread: parses the chunks it is asked for into the cache.
-fn run_loader<T: Element>(shared: &Shared<T>, queue: &Mutex<Receiver<u32>>) {
+fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
     let mut loader = ChunkLoader::<T>::new(Arc::clone(&shared.index), &shared.config);
     loop {
-        let next = match queue.lock() {
-            Ok(queue) => queue.recv(),
-            Err(_) => return,
-        };
-        let Ok(chunk) = next else {
+        let Ok(chunk) = queue.recv() else {
             return; // the source is shutting down
         };
         let before = loader.counters();
@@ -411,9 +407,9 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Mutex<Receiver<u32>>) {
 /// The packer thread: the reference engine's loop, with chunk requests running ahead.
 fn run_packer<T: Element>(
     shared: &Shared<T>,
-    loads: &SyncSender<u32>,
+    loads: &Sender<u32>,
     plan: &Plan,
-    output: &SyncSender<Item<T>>,
+    output: &Sender<Item<T>>,
 ) {
     let item = |result: Item<T>| output.send(result).is_ok();
     let timeline = Timeline::new(Arc::clone(&shared.index), &shared.config);
@@ -470,7 +466,7 @@ fn run_packer<T: Element>(
 
 /// Asks for `chunk` to be loaded unless it is in memory or under way; false once shutting
 /// down.
-fn request<T>(shared: &Shared<T>, loads: &SyncSender<u32>, chunk: u32) -> bool {
+fn request<T>(shared: &Shared<T>, loads: &Sender<u32>, chunk: u32) -> bool {
     match shared.cache.request(chunk) {
         Request::Present => true,
         Request::Load => loads.send(chunk).is_ok(),
@@ -481,7 +477,7 @@ fn request<T>(shared: &Shared<T>, loads: &SyncSender<u32>, chunk: u32) -> bool {
 /// Packs `ordinals`; `Ok(false)` once shutting down.
 fn pack<T: Element>(
     shared: &Shared<T>,
-    loads: &SyncSender<u32>,
+    loads: &Sender<u32>,
     ordinals: &[u32],
     batch: &mut PooledMinibatch<T>,
 ) -> Result<bool, SourceError> {
@@ -510,7 +506,7 @@ fn pack<T: Element>(
 /// Takes `chunk` from the cache, having it loaded if needed; `None` once shutting down.
 fn take<T>(
     shared: &Shared<T>,
-    loads: &SyncSender<u32>,
+    loads: &Sender<u32>,
     chunk: u32,
 ) -> Result<Option<Arc<LoadedChunk<T>>>, SourceError> {
     loop {
