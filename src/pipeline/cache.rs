@@ -174,7 +174,7 @@ impl<C, E> ChunkCache<C, E> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::thread;

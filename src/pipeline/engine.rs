@@ -31,7 +31,7 @@ use crate::source::{
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::channel::{bounded, Receiver, Sender};
 use crate::sync::thread::{Builder, JoinHandle};
-use crate::sync::Mutex;
+use crate::sync::{Arc as ChunkArc, Mutex};
 use crate::timeline::checkpoint::{fingerprint, Checkpoint, CheckpointError};
 use crate::timeline::schedule::MbSchedule;
 use crate::timeline::Timeline;
@@ -391,9 +391,9 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
             .bytes_read
             .fetch_add(after.bytes_read - before.bytes_read, Ordering::Relaxed);
         let loaded: Loaded<T> = match outcome {
-            Ok(Ok(chunk)) => Ok(Arc::new(chunk)),
-            Ok(Err(e)) => Err(Arc::new(e)),
-            Err(_) => Err(Arc::new(LoadError::Io {
+            Ok(Ok(chunk)) => Ok(ChunkArc::new(chunk)),
+            Ok(Err(e)) => Err(ChunkArc::new(e)),
+            Err(_) => Err(ChunkArc::new(LoadError::Io {
                 file: shared.index.files[shared.index.chunk(chunk).file as usize]
                     .name
                     .clone(),
@@ -481,11 +481,11 @@ fn pack<T: Element>(
     ordinals: &[u32],
     batch: &mut PooledMinibatch<T>,
 ) -> Result<bool, SourceError> {
-    let mut held: Vec<Arc<LoadedChunk<T>>> = Vec::new();
+    let mut held: Vec<ChunkArc<LoadedChunk<T>>> = Vec::new();
     for &ordinal in ordinals {
         let chunk = chunk_of(&shared.index, ordinal);
         let loaded = match held.iter().find(|c| c.parsed.chunk == chunk) {
-            Some(loaded) => Arc::clone(loaded),
+            Some(loaded) => ChunkArc::clone(loaded),
             None => {
                 let Some(loaded) = take(shared, loads, chunk)? else {
                     return Ok(false);
@@ -494,7 +494,7 @@ fn pack<T: Element>(
                     Ok(mut charging) => charging.charge(&shared.index, &loaded.parsed)?,
                     Err(_) => return Ok(false),
                 }
-                held.push(Arc::clone(&loaded));
+                held.push(ChunkArc::clone(&loaded));
                 loaded
             }
         };
@@ -508,7 +508,7 @@ fn take<T>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     chunk: u32,
-) -> Result<Option<Arc<LoadedChunk<T>>>, SourceError> {
+) -> Result<Option<ChunkArc<LoadedChunk<T>>>, SourceError> {
     loop {
         match shared.cache.take(chunk) {
             Ok(Some(Ok(loaded))) => return Ok(Some(loaded)),
