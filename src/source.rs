@@ -176,6 +176,31 @@ pub(crate) fn minibatch_end(
     (end, None)
 }
 
+/// Refuses a checkpoint of another corpus or order.
+pub(crate) fn check_checkpoint(
+    checkpoint: &Checkpoint,
+    fingerprint: u64,
+) -> Result<(), SourceError> {
+    if checkpoint.fingerprint == fingerprint {
+        return Ok(());
+    }
+    Err(SourceError::Checkpoint(CheckpointError {
+        message: "it was taken on a different corpus or with a different order-shaping \
+                  configuration (files, inputs, chunk size, randomization settings)"
+            .to_string(),
+    }))
+}
+
+/// Refuses a rank that is not below the number of workers.
+pub(crate) fn check_partition(rank: u32, workers: u32) -> Result<(), SourceError> {
+    if workers == 0 || rank >= workers {
+        return Err(SourceError::Usage(format!(
+            "rank {rank} is not below the number of workers {workers}"
+        )));
+    }
+    Ok(())
+}
+
 /// The chunk holding sequence `ordinal`.
 pub(crate) fn chunk_of(index: &CorpusIndex, ordinal: u32) -> u32 {
     index.chunks.partition_point(|c| c.sequences.end <= ordinal) as u32
@@ -321,25 +346,14 @@ impl<T: Element> MinibatchSource<T> {
     /// Continues from `checkpoint`, exactly where the run that took it would have; nothing
     /// is read to get there. A checkpoint of another corpus or order is an error.
     pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
-        if checkpoint.fingerprint != self.fingerprint {
-            return Err(SourceError::Checkpoint(CheckpointError {
-                message: "it was taken on a different corpus or with a different \
-                          order-shaping configuration (files, inputs, chunk size, \
-                          randomization settings)"
-                    .to_string(),
-            }));
-        }
+        check_checkpoint(checkpoint, self.fingerprint)?;
         self.timeline.seek(checkpoint.position);
         Ok(())
     }
 
     /// Makes this source worker `rank` of `workers` from the current position on.
     pub fn set_partition(&mut self, rank: u32, workers: u32) -> Result<(), SourceError> {
-        if workers == 0 || rank >= workers {
-            return Err(SourceError::Usage(format!(
-                "rank {rank} is not below the number of workers {workers}"
-            )));
-        }
+        check_partition(rank, workers)?;
         self.timeline.set_partition(rank, workers);
         Ok(())
     }

@@ -25,14 +25,14 @@ use crate::parser::Element;
 use crate::pipeline::cache::{ChunkCache, Request};
 use crate::reader::DiagnosticSink;
 use crate::source::{
-    chunk_of, limit_end, minibatch_end, push_ordinal, Charging, LoadedChunk, ReadLimits,
-    SourceCounters, SourceError,
+    check_checkpoint, check_partition, chunk_of, limit_end, minibatch_end, push_ordinal, Charging,
+    LoadedChunk, ReadLimits, SourceCounters, SourceError,
 };
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::channel::{bounded, Receiver, Sender};
 use crate::sync::thread::{Builder, JoinHandle};
 use crate::sync::{Arc as ChunkArc, Mutex};
-use crate::timeline::checkpoint::{fingerprint, Checkpoint, CheckpointError};
+use crate::timeline::checkpoint::{fingerprint, Checkpoint};
 use crate::timeline::schedule::MbSchedule;
 use crate::timeline::Timeline;
 
@@ -253,14 +253,7 @@ impl<T: Element> ThreadedSource<T> {
 
     /// Continues from `checkpoint`, dropping prefetched minibatches.
     pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
-        if checkpoint.fingerprint != self.fingerprint {
-            return Err(SourceError::Checkpoint(CheckpointError {
-                message: "it was taken on a different corpus or with a different \
-                          order-shaping configuration (files, inputs, chunk size, \
-                          randomization settings)"
-                    .to_string(),
-            }));
-        }
+        check_checkpoint(checkpoint, self.fingerprint)?;
         self.stop_packer();
         // Round up to a sequence start the way the timeline does.
         let mut timeline = Timeline::new(Arc::clone(&self.shared.index), &self.shared.config)
@@ -272,11 +265,7 @@ impl<T: Element> ThreadedSource<T> {
 
     /// Makes this source worker `rank` of `workers` from the current position on.
     pub fn set_partition(&mut self, rank: u32, workers: u32) -> Result<(), SourceError> {
-        if workers == 0 || rank >= workers {
-            return Err(SourceError::Usage(format!(
-                "rank {rank} is not below the number of workers {workers}"
-            )));
-        }
+        check_partition(rank, workers)?;
         self.stop_packer();
         self.rank = rank;
         self.workers = workers;
