@@ -14,6 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::{ReaderConfig, WindowSize};
@@ -107,6 +108,11 @@ pub struct SourceCounters {
     pub cache_misses: u64,
     /// Minibatches handed out.
     pub minibatches: u64,
+    /// Time spent reading and parsing chunks, summed over the threads that did it.
+    pub parse_time: Duration,
+    /// Time the consumer spent waiting inside `next_minibatch` (for the reference engine,
+    /// all the work happens there).
+    pub wait_time: Duration,
 }
 
 /// A parsed chunk, and where each of its index sequences is among the parsed ones.
@@ -321,6 +327,13 @@ impl<T: Element> MinibatchSource<T> {
                 "the minibatch size must be at least 1 sample".to_string(),
             ));
         }
+        let started = Instant::now();
+        let next = self.next_selected(size);
+        self.counters.wait_time += started.elapsed();
+        next
+    }
+
+    fn next_selected(&mut self, size: u64) -> Result<Option<PooledMinibatch<T>>, SourceError> {
         let (end, epoch_end) =
             minibatch_end(self.timeline.position(), self.end, self.limits.epoch_size);
         let Some(selection) = self.timeline.next_minibatch(size, end) else {
@@ -422,9 +435,10 @@ impl<T: Element> MinibatchSource<T> {
         }
         self.counters.cache_misses += 1;
         let mut parsed = ParsedChunk::new(&self.config.inputs);
-        self.loader
-            .load(chunk, &mut parsed)
-            .map_err(SourceError::Load)?;
+        let started = Instant::now();
+        let loaded = self.loader.load(chunk, &mut parsed);
+        self.counters.parse_time += started.elapsed();
+        loaded.map_err(SourceError::Load)?;
         self.charging.charge(&self.index, &parsed)?;
         self.chunks
             .insert(chunk, LoadedChunk::new(&self.index, parsed));

@@ -64,6 +64,12 @@ fn threaded(
     ThreadedSource::new(cfg, limits, quiet(), options).unwrap()
 }
 
+/// Chunks of the corpus `cfg` reads.
+fn t_chunks(cfg: &ReaderConfig) -> u64 {
+    let s = MinibatchSource::<f32>::new(cfg, sweeps(1), quiet()).unwrap();
+    s.index().chunks.len() as u64
+}
+
 fn drain(s: &mut ThreadedSource<f32>, size: u64) -> Vec<Minibatch<f32>> {
     std::iter::from_fn(|| s.next_minibatch(size).unwrap().map(|m| m.into_inner())).collect()
 }
@@ -166,7 +172,18 @@ fn keep_data_in_memory_reads_every_byte_once_with_threads() {
     let mut t = threaded(&cfg, sweeps(3), 2, 2);
     drain(&mut t, 10);
     let bytes = std::fs::metadata(&file).unwrap().len();
-    assert_eq!(t.counters().bytes_read, bytes);
+    let counters = t.counters();
+    assert_eq!(counters.bytes_read, bytes);
+    assert_eq!(
+        counters.chunks_loaded,
+        t_chunks(&cfg),
+        "each chunk parsed once"
+    );
+    assert!(
+        counters.parse_time > std::time::Duration::ZERO,
+        "{counters:?}"
+    );
+    assert!(counters.minibatches > 0);
 }
 
 #[test]

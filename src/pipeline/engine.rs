@@ -15,6 +15,7 @@
 //! consumer sees as an error.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::{ReaderConfig, WindowSize};
@@ -68,6 +69,8 @@ struct Shared<T> {
     charging: Mutex<Charging>,
     chunks_loaded: AtomicU64,
     bytes_read: AtomicU64,
+    /// Nanoseconds the loaders spent reading and parsing, summed.
+    parse_nanos: AtomicU64,
 }
 
 /// What a packer is asked to produce.
@@ -111,6 +114,8 @@ pub struct ThreadedSource<T: Element> {
     /// Global position after the last minibatch handed out.
     position: u64,
     minibatches: u64,
+    /// Time the consumer waited for minibatches.
+    wait_time: Duration,
 }
 
 impl<T: Element> ThreadedSource<T> {
@@ -150,6 +155,7 @@ impl<T: Element> ThreadedSource<T> {
             charging: Mutex::new(Charging::new(config, index.chunks.len(), sink)),
             chunks_loaded: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
+            parse_nanos: AtomicU64::new(0),
             config: config.clone(),
             index: Arc::clone(&index),
         });
@@ -188,6 +194,7 @@ impl<T: Element> ThreadedSource<T> {
             prefetch: options.prefetch.max(1),
             position: 0,
             minibatches: 0,
+            wait_time: Duration::ZERO,
         })
     }
 
@@ -220,7 +227,10 @@ impl<T: Element> ThreadedSource<T> {
         if packer.finished {
             return Ok(None);
         }
-        match packer.output.recv() {
+        let started = Instant::now();
+        let received = packer.output.recv();
+        self.wait_time += started.elapsed();
+        match received {
             Ok(Ok(Some(batch))) => {
                 self.position = batch.position;
                 self.minibatches += 1;
@@ -291,6 +301,8 @@ impl<T: Element> ThreadedSource<T> {
             cache_hits: cache.hits,
             cache_misses: cache.misses,
             minibatches: self.minibatches,
+            parse_time: Duration::from_nanos(self.shared.parse_nanos.load(Ordering::Relaxed)),
+            wait_time: self.wait_time,
         }
     }
 
@@ -365,12 +377,15 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
             return; // the source is shutting down
         };
         let before = loader.counters();
+        let started = Instant::now();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut parsed = ParsedChunk::new(&shared.config.inputs);
             loader
                 .load(chunk, &mut parsed)
                 .map(|()| LoadedChunk::new(&shared.index, parsed))
         }));
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        shared.parse_nanos.fetch_add(nanos, Ordering::Relaxed);
         let after = loader.counters();
         shared.chunks_loaded.fetch_add(
             after.chunks_loaded - before.chunks_loaded,

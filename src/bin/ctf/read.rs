@@ -3,7 +3,8 @@
 //! With `--jsonl`, one JSON object per non-empty minibatch on stdout: its index, the keys of
 //! its sequences, samples and checksum per input, `sweep_end`, the position after it and the
 //! checkpoint token to resume right after it. Without, a progress bar and a summary on
-//! stderr. `--stats` adds the counters (chunks loaded, bytes read, cache hits and misses).
+//! stderr. `--stats` adds the counters (chunks loaded, bytes read, cache hits and misses,
+//! seconds spent parsing summed over the loader threads, seconds the consumer waited).
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -166,6 +167,8 @@ fn read<T: Element>(
         eprintln!("bytes read: {}", counters.bytes_read);
         eprintln!("cache hits: {}", counters.cache_hits);
         eprintln!("cache misses: {}", counters.cache_misses);
+        eprintln!("parse seconds: {:.3}", counters.parse_time.as_secs_f64());
+        eprintln!("wait seconds: {:.3}", counters.wait_time.as_secs_f64());
     }
     Ok(())
 }
