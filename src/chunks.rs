@@ -24,6 +24,9 @@ use crate::parser::{Element, InvalidSequence, ParsedSequences, StreamOptions, St
 pub struct ParsedChunk<T> {
     /// The chunk's id in the index.
     pub chunk: u32,
+    /// The sequences of the chunk loaded (indices within the chunk, index order): all of
+    /// them for [`ChunkLoader::load`], a part for [`ChunkLoader::load_part`].
+    pub part: std::ops::Range<u32>,
     /// Its valid sequences, in file order.
     pub sequences: ParsedSequences<T>,
     /// Its invalid sequences, in file order, each with its first error.
@@ -37,6 +40,7 @@ impl<T: Element> ParsedChunk<T> {
     pub fn new(inputs: &[InputConfig]) -> Self {
         ParsedChunk {
             chunk: 0,
+            part: 0..0,
             sequences: ParsedSequences::new(inputs),
             invalid: Vec::new(),
             diagnostics: Vec::new(),
@@ -141,8 +145,39 @@ impl<T: Element> ChunkLoader<T> {
 
     /// Reads and parses chunk `chunk` into `into` (whose buffers are reused).
     pub fn load(&mut self, chunk: u32, into: &mut ParsedChunk<T>) -> Result<(), LoadError> {
+        let count = self.index.chunk(chunk).sequences.len() as u32;
+        self.load_part(chunk, 0..count, into)
+    }
+
+    /// Reads and parses the sequences `part` (indices within the chunk, a non-empty range)
+    /// of chunk `chunk`, with the bytes between them, into `into`: several threads can so
+    /// parse one chunk. Parts read exactly what the whole chunk would give, split at
+    /// sequence boundaries.
+    pub fn load_part(
+        &mut self,
+        chunk: u32,
+        part: std::ops::Range<u32>,
+        into: &mut ParsedChunk<T>,
+    ) -> Result<(), LoadError> {
         let index = Arc::clone(&self.index);
         let c = index.chunk(chunk);
+        let entries = index.chunk_sequences(chunk);
+        let count = entries.len() as u32;
+        let part = part.start.min(count)..part.end.min(count);
+        // The part's bytes: from its first sequence (the chunk's start for the first part)
+        // to the next part's first sequence (the chunk's end for the last part).
+        let from = match part.start {
+            0 => 0,
+            i => u64::from(entries[i as usize].offset),
+        };
+        let to = match entries.get(part.end as usize) {
+            Some(next) => u64::from(next.offset),
+            None => u64::from(c.len),
+        };
+        let first_line = match part.start {
+            0 => c.first_line,
+            i => c.first_line + u64::from(entries[i as usize].line),
+        };
         let indexed = &index.files[c.file as usize];
         let changed = |detail: String| LoadError::Changed {
             file: indexed.name.clone(),
@@ -173,8 +208,8 @@ impl<T: Element> ChunkLoader<T> {
             Ok(())
         };
         check(file)?;
-        self.buffer.resize(c.len as usize, 0);
-        match file.read_exact_at(&mut self.buffer, c.start) {
+        self.buffer.resize((to - from) as usize, 0);
+        match file.read_exact_at(&mut self.buffer, c.start + from) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 return Err(changed("it is now shorter than indexed".to_string()))
@@ -182,16 +217,18 @@ impl<T: Element> ChunkLoader<T> {
             Err(e) => return Err(io_error(e)),
         }
         check(file)?;
-        self.counters.chunks_loaded += 1;
-        self.counters.bytes_read += u64::from(c.len);
-        if c.end() < indexed.stamp.size && self.buffer.last() != Some(&b'\n') {
+        if part.end == count {
+            self.counters.chunks_loaded += 1;
+        }
+        self.counters.bytes_read += to - from;
+        if c.start + to < indexed.stamp.size && self.buffer.last() != Some(&b'\n') {
             return Err(changed(format!(
-                "line {} no longer ends where it did",
-                c.first_line
+                "line {first_line} no longer ends where it did"
             )));
         }
 
-        let seqs = c.sequences.start as usize..c.sequences.end as usize;
+        let seqs =
+            (c.sequences.start + part.start) as usize..(c.sequences.start + part.end) as usize;
         let repeated_lines: Vec<u64> = index
             .repeated
             .iter()
@@ -200,7 +237,7 @@ impl<T: Element> ChunkLoader<T> {
             .map(|&o| c.first_line + u64::from(index.sequences[o as usize].line))
             .collect();
         self.parser
-            .start_range(indexed.mode, c.first_line, indexed.key_base, repeated_lines);
+            .start_range(indexed.mode, first_line, indexed.key_base, repeated_lines);
         let parsed = self
             .parser
             .feed(&self.buffer)
@@ -216,15 +253,17 @@ impl<T: Element> ChunkLoader<T> {
             &mut into.invalid,
         );
         into.chunk = chunk;
+        into.part = part;
         self.verify(chunk, into).map_err(changed)
     }
 
-    /// Checks that the parsed sequences are the ones the index lists for the chunk.
+    /// Checks that the parsed sequences are the ones the index lists for the part.
     fn verify(&self, chunk: u32, parsed: &ParsedChunk<T>) -> Result<(), String> {
         let c = self.index.chunk(chunk);
         let valid = &parsed.sequences.sequences;
         let (mut v, mut i) = (0, 0);
-        for entry in self.index.chunk_sequences(chunk) {
+        let part = parsed.part.start as usize..parsed.part.end as usize;
+        for entry in &self.index.chunk_sequences(chunk)[part] {
             let line = c.first_line + u64::from(entry.line);
             let mismatch = || format!("the sequence at line {line} is not the one indexed");
             if valid.get(v).is_some_and(|s| s.line == line) {

@@ -21,11 +21,12 @@ use crate::config::{ReaderConfig, WindowSize};
 use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
 use crate::index::{CorpusIndex, IndexError};
 use crate::minibatch::{Minibatch, MinibatchPool, PackError, PooledMinibatch};
-use crate::parser::Element;
+use crate::parser::{Element, InvalidSequence};
 use crate::reader::{DiagnosticSink, ErrorBudget, ReadError};
 use crate::timeline::checkpoint::{fingerprint, Checkpoint, CheckpointError};
 use crate::timeline::schedule::MbSchedule;
 use crate::timeline::{Selection, Timeline, TimelineError};
+use crate::Diagnostic;
 
 /// `max_samples` value meaning one sweep (CNTK's `FULL_DATA_SWEEP`).
 pub const FULL_DATA_SWEEP: u64 = u64::MAX - 1;
@@ -148,20 +149,37 @@ impl Charging {
         }
     }
 
-    /// Charges the invalid sequences and reports the warnings of `chunk`, unless done before.
+    /// Charges the invalid sequences and reports the warnings of a whole parsed chunk,
+    /// unless done before.
     pub(crate) fn charge<T>(
         &mut self,
         index: &CorpusIndex,
         parsed: &ParsedChunk<T>,
     ) -> Result<(), SourceError> {
-        let chunk = parsed.chunk as usize;
-        if self.charged[chunk] {
+        self.charge_chunk(index, parsed.chunk, &parsed.diagnostics, &parsed.invalid)
+    }
+
+    /// Whether `chunk` was charged already.
+    pub(crate) fn is_charged(&self, chunk: u32) -> bool {
+        self.charged[chunk as usize]
+    }
+
+    /// Charges the invalid sequences and reports the warnings of `chunk`, given as lists in
+    /// file order, unless done before.
+    pub(crate) fn charge_chunk(
+        &mut self,
+        index: &CorpusIndex,
+        chunk: u32,
+        diagnostics: &[Diagnostic],
+        invalid: &[InvalidSequence],
+    ) -> Result<(), SourceError> {
+        if self.charged[chunk as usize] {
             return Ok(());
         }
-        self.charged[chunk] = true;
-        let file = &index.files[index.chunk(parsed.chunk).file as usize].name;
+        self.charged[chunk as usize] = true;
+        let file = &index.files[index.chunk(chunk).file as usize].name;
         self.budget
-            .charge(file, &parsed.diagnostics, &parsed.invalid, &mut *self.sink)
+            .charge(file, diagnostics, invalid, &mut *self.sink)
             .map_err(|exceeded| SourceError::Data(exceeded.error))
     }
 }
@@ -219,7 +237,8 @@ pub(crate) fn push_ordinal<T: Element>(
     ordinal: u32,
     batch: &mut Minibatch<T>,
 ) -> Result<(), SourceError> {
-    let within = ordinal - index.chunk(loaded.parsed.chunk).sequences.start;
+    let within =
+        ordinal - index.chunk(loaded.parsed.chunk).sequences.start - loaded.parsed.part.start;
     match loaded.positions[within as usize] {
         u32::MAX => Ok(()),
         position => batch
@@ -470,14 +489,14 @@ impl<T: Element> MinibatchSource<T> {
     }
 }
 
-/// Per sequence of `chunk` (index order), its position among the parsed valid sequences,
-/// or `u32::MAX` when it is invalid or holds no sample.
+/// Per sequence of the loaded part of `chunk` (index order), its position among the parsed
+/// valid sequences, or `u32::MAX` when it is invalid or holds no sample.
 fn positions_of<T>(index: &CorpusIndex, chunk: u32, parsed: &ParsedChunk<T>) -> Vec<u32> {
     let c = index.chunk(chunk);
     let valid = &parsed.sequences.sequences;
+    let part = parsed.part.start as usize..parsed.part.end as usize;
     let mut next = 0;
-    index
-        .chunk_sequences(chunk)
+    index.chunk_sequences(chunk)[part]
         .iter()
         .map(|entry| {
             let line = c.first_line + u64::from(entry.line);

@@ -71,7 +71,7 @@ fn via_stream(config: &ReaderConfig) -> Result<Read, String> {
     })
 }
 
-fn via_chunks(config: &ReaderConfig) -> Result<(Read, Arc<CorpusIndex>), String> {
+fn via_chunks(config: &ReaderConfig, part_len: u32) -> Result<(Read, Arc<CorpusIndex>), String> {
     let opened = build_index(config, &options()).map_err(|e| e.to_string())?;
     let index = opened.index;
     let mut loader = ChunkLoader::<f64>::new(Arc::clone(&index), config);
@@ -82,13 +82,30 @@ fn via_chunks(config: &ReaderConfig) -> Result<(Read, Arc<CorpusIndex>), String>
         invalid: Vec::new(),
     };
     for id in 0..index.chunks.len() as u32 {
-        loader.load(id, &mut chunk).map_err(|e| e.to_string())?;
-        let name = &index.files[index.chunk(id).file as usize].name;
-        read.sequences.append(&chunk.sequences);
-        read.diagnostics
-            .extend(chunk.diagnostics.iter().map(|d| (name.clone(), d.clone())));
-        read.invalid
-            .extend(chunk.invalid.iter().map(|s| (s.key, s.line)));
+        let count = index.chunk(id).sequences.len() as u32;
+        // Whole chunks, or parts of `part_len` sequences (as loader threads split them).
+        let step = if part_len == 0 {
+            count.max(1)
+        } else {
+            part_len
+        };
+        let mut first = 0;
+        loop {
+            let part = first..(first + step).min(count);
+            loader
+                .load_part(id, part.clone(), &mut chunk)
+                .map_err(|e| e.to_string())?;
+            let name = &index.files[index.chunk(id).file as usize].name;
+            read.sequences.append(&chunk.sequences);
+            read.diagnostics
+                .extend(chunk.diagnostics.iter().map(|d| (name.clone(), d.clone())));
+            read.invalid
+                .extend(chunk.invalid.iter().map(|s| (s.key, s.line)));
+            first = part.end;
+            if first >= count {
+                break;
+            }
+        }
     }
     Ok((read, index))
 }
@@ -112,9 +129,18 @@ fn assert_same_as_stream(texts: &[Vec<u8>], inputs: &[InputConfig], skip_ids: bo
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path(), texts);
     let streamed = via_stream(&config(&files, inputs, 0, skip_ids));
-    for chunk_size in [0, 1, 7, 64, 1 << 30] {
+    for (chunk_size, part_len) in [
+        (0, 0),
+        (1, 0),
+        (7, 0),
+        (64, 0),
+        (1 << 30, 0),
+        (64, 1),
+        (1 << 30, 2),
+        (1 << 30, 3),
+    ] {
         let cfg = config(&files, inputs, chunk_size, skip_ids);
-        let chunked = via_chunks(&cfg);
+        let chunked = via_chunks(&cfg, part_len);
         match (&streamed, chunked) {
             (Ok(s), Ok((c, index))) => {
                 assert_eq!(s.sequences, c.sequences, "chunk size {chunk_size}");
@@ -363,7 +389,7 @@ fn globs_expand_sorted_and_repeats_across_files_are_marked() {
     assert_eq!(names, ["p-1.ctf", "p-2.ctf"]);
     // Keys 1, 2, 4, 1: the second 1 (ordinal 3) repeats.
     assert_eq!(index.repeated, [3]);
-    let (read, _) = via_chunks(&cfg).unwrap();
+    let (read, _) = via_chunks(&cfg, 0).unwrap();
     let keys: Vec<u64> = read.sequences.sequences.iter().map(|s| s.key).collect();
     assert_eq!(keys, [1, 2, 4]);
     assert_eq!(read.invalid, [(1, 2)]);

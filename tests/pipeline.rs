@@ -57,9 +57,20 @@ fn threaded(
     loaders: usize,
     prefetch: usize,
 ) -> ThreadedSource<f32> {
+    threaded_parts(cfg, limits, loaders, prefetch, 1 << 20)
+}
+
+fn threaded_parts(
+    cfg: &ReaderConfig,
+    limits: ReadLimits,
+    loaders: usize,
+    prefetch: usize,
+    part_bytes: u64,
+) -> ThreadedSource<f32> {
     let options = PipelineOptions {
         loader_threads: loaders,
         prefetch,
+        part_bytes,
     };
     ThreadedSource::new(cfg, limits, quiet(), options).unwrap()
 }
@@ -88,6 +99,73 @@ fn same_minibatches_at_any_thread_count_and_prefetch() {
                 assert_eq!(got, want, "{loaders} loaders, prefetch {prefetch}");
             }
         }
+    }
+}
+
+/// Chunks split into parts of 1 byte (one sequence each), 100 bytes, or whole: the same
+/// minibatches, and an invalid sequence charged at the same minibatch.
+#[test]
+fn chunks_parsed_in_parts_give_the_same_minibatches() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 150);
+    let mut cfg = config(&file);
+    cfg.chunk_size_in_bytes = 3000;
+    let want = reference(&cfg, sweeps(2), 11);
+    for part_bytes in [1, 100, 1 << 20] {
+        for loaders in [1, 3] {
+            let got = drain(
+                &mut threaded_parts(&cfg, sweeps(2), loaders, 2, part_bytes),
+                11,
+            );
+            assert_eq!(got, want, "parts of {part_bytes} bytes, {loaders} loaders");
+        }
+    }
+    let path = dir.path().join("bad.ctf");
+    let mut text = String::new();
+    for id in 0..60 {
+        let x = if id % 20 == 7 {
+            "oops".to_string()
+        } else {
+            id.to_string()
+        };
+        text.push_str(&format!("{id} |x {x} 0 |y 0:1\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+    let mut bad = config(&path.to_string_lossy());
+    bad.chunk_size_in_bytes = 400;
+    bad.max_errors = 2;
+    let outcome = |mut next: Box<dyn FnMut() -> Result<Option<Minibatch<f32>>, String>>| {
+        let mut got = Vec::new();
+        loop {
+            match next() {
+                Ok(Some(mb)) => got.push(Ok(mb)),
+                Ok(None) => break,
+                Err(e) => {
+                    got.push(Err(e));
+                    break;
+                }
+            }
+        }
+        got
+    };
+    let mut r = MinibatchSource::<f32>::new(&bad, sweeps(2), quiet()).unwrap();
+    let want = outcome(Box::new(move || {
+        r.next_minibatch(5)
+            .map(|m| m.map(|m| m.into_inner()))
+            .map_err(|e| e.to_string())
+    }));
+    assert!(
+        want.last().unwrap().is_err(),
+        "the third invalid sequence fails the read"
+    );
+    for part_bytes in [1, 50] {
+        let mut t = threaded_parts(&bad, sweeps(2), 2, 2, part_bytes);
+        let got = outcome(Box::new(move || {
+            t.next_minibatch(5)
+                .map(|m| m.map(|m| m.into_inner()))
+                .map_err(|e| e.to_string())
+        }));
+        assert_eq!(got, want, "parts of {part_bytes} bytes");
     }
 }
 

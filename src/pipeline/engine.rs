@@ -44,6 +44,9 @@ pub struct PipelineOptions {
     pub loader_threads: usize,
     /// Minibatches packed ahead of the consumer (at least 1).
     pub prefetch: usize,
+    /// Bytes a loader parses at once: chunks are split into parts of about this size at
+    /// sequence boundaries, so that one chunk is parsed on every loader (default 1 MiB).
+    pub part_bytes: u64,
 }
 
 impl Default for PipelineOptions {
@@ -52,6 +55,7 @@ impl Default for PipelineOptions {
         PipelineOptions {
             loader_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             prefetch: 2,
+            part_bytes: PART_BYTES,
         }
     }
 }
@@ -60,9 +64,51 @@ type Loaded<T> = crate::pipeline::cache::Loaded<LoadedChunk<T>, LoadError>;
 type Cache<T> = ChunkCache<LoadedChunk<T>, LoadError>;
 type Item<T> = Result<Option<PooledMinibatch<T>>, SourceError>;
 
+/// The default of [`PipelineOptions::part_bytes`].
+pub const PART_BYTES: u64 = 1 << 20;
+
+/// The parts chunks are loaded in: the cache's unit.
+struct Parts {
+    /// Per part: its chunk and its sequences (indices within the chunk).
+    parts: Vec<(u32, std::ops::Range<u32>)>,
+    /// Per chunk: its parts (ids).
+    of_chunk: Vec<std::ops::Range<u32>>,
+}
+
+impl Parts {
+    fn new(index: &CorpusIndex, part_bytes: u64) -> Self {
+        let mut parts = Vec::new();
+        let mut of_chunk = Vec::with_capacity(index.chunks.len());
+        for chunk in 0..index.chunks.len() as u32 {
+            let first_part = parts.len() as u32;
+            let entries = index.chunk_sequences(chunk);
+            let mut start = 0usize;
+            let mut bytes = 0u64;
+            for (i, entry) in entries.iter().enumerate() {
+                bytes += u64::from(entry.len);
+                if bytes >= part_bytes || i + 1 == entries.len() {
+                    parts.push((chunk, start as u32..(i + 1) as u32));
+                    start = i + 1;
+                    bytes = 0;
+                }
+            }
+            of_chunk.push(first_part..parts.len() as u32);
+        }
+        Parts { parts, of_chunk }
+    }
+
+    /// The part holding sequence `within` (index within `chunk`).
+    fn part_of(&self, chunk: u32, within: u32) -> u32 {
+        let ids = self.of_chunk[chunk as usize].clone();
+        let parts = &self.parts[ids.start as usize..ids.end as usize];
+        ids.start + parts.partition_point(|(_, r)| r.end <= within) as u32
+    }
+}
+
 /// State shared by the engine's threads.
 struct Shared<T> {
     index: Arc<CorpusIndex>,
+    parts: Parts,
     config: ReaderConfig,
     cache: Cache<T>,
     pool: Arc<MinibatchPool<T>>,
@@ -144,12 +190,21 @@ impl<T: Element> ThreadedSource<T> {
         // Look ahead by as many chunks as there are loaders (at least 2), keep the window
         // and the look-ahead in memory.
         let ahead_chunks = loader_threads.max(2);
+        let parts = Parts::new(&index, options.part_bytes.max(1));
+        let parts_per_chunk = parts
+            .of_chunk
+            .iter()
+            .map(|r| r.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
         let capacity = if config.keep_data_in_memory {
             None
         } else {
-            Some(window_chunks + 2 * ahead_chunks)
+            Some((window_chunks + 2 * ahead_chunks) * parts_per_chunk)
         };
         let shared = Arc::new(Shared {
+            parts,
             cache: ChunkCache::new(capacity),
             pool: Arc::new(MinibatchPool::new(&config.inputs, options.prefetch + 2)),
             charging: Mutex::new(Charging::new(config, index.chunks.len(), sink)),
@@ -373,15 +428,16 @@ impl<T: Element> Drop for ThreadedSource<T> {
 fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
     let mut loader = ChunkLoader::<T>::new(Arc::clone(&shared.index), &shared.config);
     loop {
-        let Ok(chunk) = queue.recv() else {
+        let Ok(part) = queue.recv() else {
             return; // the source is shutting down
         };
+        let (chunk, sequences) = shared.parts.parts[part as usize].clone();
         let before = loader.counters();
         let started = Instant::now();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut parsed = ParsedChunk::new(&shared.config.inputs);
             loader
-                .load(chunk, &mut parsed)
+                .load_part(chunk, sequences, &mut parsed)
                 .map(|()| LoadedChunk::new(&shared.index, parsed))
         }));
         let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -404,7 +460,7 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
                 error: std::io::Error::other("a loader thread panicked while parsing it"),
             })),
         };
-        shared.cache.insert(chunk, loaded);
+        shared.cache.insert(part, loaded);
     }
 }
 
@@ -468,12 +524,18 @@ fn run_packer<T: Element>(
     }
 }
 
-/// Asks for `chunk` to be loaded unless it is in memory or under way; false once shutting
-/// down.
+/// Asks for every part of `chunk` to be loaded unless in memory or under way; false once
+/// shutting down.
 fn request<T>(shared: &Shared<T>, loads: &Sender<u32>, chunk: u32) -> bool {
-    match shared.cache.request(chunk) {
+    shared.parts.of_chunk[chunk as usize]
+        .clone()
+        .all(|part| request_part(shared, loads, part))
+}
+
+fn request_part<T>(shared: &Shared<T>, loads: &Sender<u32>, part: u32) -> bool {
+    match shared.cache.request(part) {
         Request::Present => true,
-        Request::Load => loads.send(chunk).is_ok(),
+        Request::Load => loads.send(part).is_ok(),
         Request::Closed => false,
     }
 }
@@ -485,20 +547,21 @@ fn pack<T: Element>(
     ordinals: &[u32],
     batch: &mut PooledMinibatch<T>,
 ) -> Result<bool, SourceError> {
-    let mut held: Vec<ChunkArc<LoadedChunk<T>>> = Vec::new();
+    let mut held: Vec<(u32, ChunkArc<LoadedChunk<T>>)> = Vec::new();
     for &ordinal in ordinals {
         let chunk = chunk_of(&shared.index, ordinal);
-        let loaded = match held.iter().find(|c| c.parsed.chunk == chunk) {
-            Some(loaded) => ChunkArc::clone(loaded),
+        if !charge(shared, loads, chunk)? {
+            return Ok(false);
+        }
+        let within = ordinal - shared.index.chunk(chunk).sequences.start;
+        let part = shared.parts.part_of(chunk, within);
+        let loaded = match held.iter().find(|(p, _)| *p == part) {
+            Some((_, loaded)) => ChunkArc::clone(loaded),
             None => {
-                let Some(loaded) = take(shared, loads, chunk)? else {
+                let Some(loaded) = take(shared, loads, part)? else {
                     return Ok(false);
                 };
-                match shared.charging.lock() {
-                    Ok(mut charging) => charging.charge(&shared.index, &loaded.parsed)?,
-                    Err(_) => return Ok(false),
-                }
-                held.push(ChunkArc::clone(&loaded));
+                held.push((part, ChunkArc::clone(&loaded)));
                 loaded
             }
         };
@@ -507,18 +570,45 @@ fn pack<T: Element>(
     Ok(true)
 }
 
-/// Takes `chunk` from the cache, having it loaded if needed; `None` once shutting down.
-fn take<T>(
+/// On the first use of `chunk`, charges its invalid sequences and reports its warnings, all
+/// parts together in file order (as the reference engine does for a whole chunk); `Ok(false)`
+/// once shutting down.
+fn charge<T: Element>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     chunk: u32,
+) -> Result<bool, SourceError> {
+    let Ok(mut charging) = shared.charging.lock() else {
+        return Ok(false);
+    };
+    if charging.is_charged(chunk) {
+        return Ok(true);
+    }
+    let mut diagnostics = Vec::new();
+    let mut invalid = Vec::new();
+    for part in shared.parts.of_chunk[chunk as usize].clone() {
+        let Some(loaded) = take(shared, loads, part)? else {
+            return Ok(false);
+        };
+        diagnostics.extend_from_slice(&loaded.parsed.diagnostics);
+        invalid.extend_from_slice(&loaded.parsed.invalid);
+    }
+    charging.charge_chunk(&shared.index, chunk, &diagnostics, &invalid)?;
+    Ok(true)
+}
+
+/// Takes part `part` from the cache, having it loaded if needed; `None` once shutting down.
+fn take<T>(
+    shared: &Shared<T>,
+    loads: &Sender<u32>,
+    part: u32,
 ) -> Result<Option<ChunkArc<LoadedChunk<T>>>, SourceError> {
     loop {
-        match shared.cache.take(chunk) {
+        match shared.cache.take(part) {
             Ok(Some(Ok(loaded))) => return Ok(Some(loaded)),
             Ok(Some(Err(e))) => return Err(SourceError::Load(e.duplicate())),
             Ok(None) => {
-                if !request(shared, loads, chunk) {
+                if !request_part(shared, loads, part) {
                     return Ok(None);
                 }
             }
