@@ -35,7 +35,7 @@ use crate::sync::thread::{Builder, JoinHandle};
 use crate::sync::{Arc as ChunkArc, Mutex};
 use crate::timeline::checkpoint::{fingerprint, Checkpoint};
 use crate::timeline::schedule::MbSchedule;
-use crate::timeline::Timeline;
+use crate::timeline::{Timeline, TimelineError};
 
 /// How the threaded engine runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,9 +176,11 @@ impl<T: Element> ThreadedSource<T> {
         let opened = build_index(config, &IndexingOptions::for_config(config))
             .map_err(SourceError::Index)?;
         let index = Arc::clone(&opened.index);
-        let sweep_samples = Timeline::new(Arc::clone(&index), config)
-            .map_err(SourceError::Timeline)?
-            .sweep_samples();
+        // What Timeline::new checks, without planning a sweep (the packer does that).
+        let sweep_samples = index.total_samples();
+        if sweep_samples == 0 {
+            return Err(SourceError::Timeline(TimelineError::NoSamples));
+        }
         let end = limit_end(&limits, sweep_samples)?;
         let chunks = index.chunks.len().max(1);
         let per_chunk = (sweep_samples / chunks as u64).max(1);
