@@ -552,22 +552,23 @@ fn pack<T: Element>(
     let mut held: Vec<(u32, ChunkArc<LoadedChunk<T>>)> = Vec::new();
     for &ordinal in ordinals {
         let chunk = chunk_of(&shared.index, ordinal);
-        if !charge(shared, loads, chunk)? {
-            return Ok(false);
-        }
         let within = ordinal - shared.index.chunk(chunk).sequences.start;
         let part = shared.parts.part_of(chunk, within);
-        let loaded = match held.iter().find(|(p, _)| *p == part) {
-            Some((_, loaded)) => ChunkArc::clone(loaded),
+        let slot = match held.iter().position(|(p, _)| *p == part) {
+            Some(slot) => slot,
             None => {
+                // A part not held yet may be the first use of its chunk.
+                if !charge(shared, loads, chunk)? {
+                    return Ok(false);
+                }
                 let Some(loaded) = take(shared, loads, part)? else {
                     return Ok(false);
                 };
-                held.push((part, ChunkArc::clone(&loaded)));
-                loaded
+                held.push((part, loaded));
+                held.len() - 1
             }
         };
-        push_ordinal(&shared.index, &loaded, ordinal, batch)?;
+        push_ordinal(&shared.index, &held[slot].1, ordinal, batch)?;
     }
     Ok(true)
 }
