@@ -349,6 +349,22 @@ impl<T: Element> ThreadedSource<T> {
         self.position
     }
 
+    /// The current epoch: by `epoch_size`, or the sweep without one.
+    pub fn epoch(&self) -> u64 {
+        let epoch = self.limits.epoch_size.unwrap_or(self.sweep_samples);
+        self.position / epoch.max(1)
+    }
+
+    /// The corpus index.
+    pub fn index(&self) -> &Arc<CorpusIndex> {
+        &self.shared.index
+    }
+
+    /// The configuration read.
+    pub fn config(&self) -> &ReaderConfig {
+        &self.shared.config
+    }
+
     /// What the source has done so far.
     pub fn counters(&self) -> SourceCounters {
         let cache = self.shared.cache.counters();
