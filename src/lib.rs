@@ -32,7 +32,8 @@
 //! [`reader`] streams files through the parser and applies the error policy; [`index`] maps a
 //! corpus into sequences and chunks, which [`chunks`] loads; [`randomize`] and [`timeline`]
 //! decide which sequences form each minibatch on each worker; [`minibatch`] packs them; and
-//! [`source::MinibatchSource`] puts these together behind one call. The `ctf` command-line
+//! [`source::MinibatchSource`] puts these together behind one call, on loader, planner and
+//! packer threads ([`pipeline`]). The `ctf` command-line
 //! tool is built on these.
 #![deny(missing_docs)]
 

@@ -1,11 +1,10 @@
-//! `MinibatchSource`: the reader's public face. It indexes the corpus, walks the timeline
+//! Reading minibatches. [`MinibatchSource`], the reader's public face, is the threaded engine
+//! of [`crate::pipeline`]; this module holds what it shares with [`ReferenceSource`], the
+//! single-threaded reference engine. The reference indexes the corpus, walks the timeline
 //! ([`crate::timeline`]), loads and parses the chunks the timeline's minibatches need
 //! ([`crate::chunks`]) and packs their sequences into pooled minibatches
-//! ([`crate::minibatch`]).
-//!
-//! This is the single-threaded reference engine: everything happens inside
-//! [`MinibatchSource::next_minibatch`], in the caller's thread. Its output is the contract
-//! the threaded pipeline must reproduce byte for byte.
+//! ([`crate::minibatch`]), all inside [`ReferenceSource::next_minibatch`], in the caller's
+//! thread. Its output is the contract the threaded engine reproduces byte for byte.
 //!
 //! Invalid sequences (parse errors, repeated ids) take their place on the timeline but are
 //! left out of the minibatches; each is charged against `maxErrors` once for the life of the
@@ -15,6 +14,8 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+pub use crate::pipeline::engine::{MinibatchSource, PipelineOptions};
 
 use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::{ReaderConfig, WindowSize};
@@ -247,8 +248,9 @@ pub(crate) fn push_ordinal<T: Element>(
     }
 }
 
-/// Reads minibatches of a corpus along the global timeline.
-pub struct MinibatchSource<T> {
+/// Reads minibatches of a corpus along the global timeline, in the caller's thread: the
+/// reference engine.
+pub struct ReferenceSource<T> {
     config: ReaderConfig,
     index: Arc<CorpusIndex>,
     /// Keeps the background index-cache writer alive (dropping it waits for it).
@@ -268,7 +270,7 @@ pub struct MinibatchSource<T> {
     counters: SourceCounters,
 }
 
-impl<T: Element> MinibatchSource<T> {
+impl<T: Element> ReferenceSource<T> {
     /// Indexes the corpus of `config` (using and writing index caches as `cacheIndex` says)
     /// and stands at position 0. Diagnostics go to `sink`.
     pub fn new(
@@ -293,7 +295,7 @@ impl<T: Element> MinibatchSource<T> {
                 }
             }
         };
-        Ok(MinibatchSource {
+        Ok(ReferenceSource {
             loader: ChunkLoader::new(Arc::clone(&index), config),
             pool: Arc::new(MinibatchPool::new(&config.inputs, POOL_CAPACITY)),
             chunks: HashMap::new(),

@@ -5,9 +5,8 @@
 use std::path::Path;
 
 use ctf_reader::minibatch::Minibatch;
-use ctf_reader::pipeline::engine::{PipelineOptions, ThreadedSource};
 use ctf_reader::reader::DiagnosticSink;
-use ctf_reader::source::{MinibatchSource, ReadLimits};
+use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits, ReferenceSource};
 use ctf_reader::{InputConfig, ReaderConfig};
 
 fn write_corpus(dir: &Path, sequences: u64) -> String {
@@ -47,7 +46,7 @@ fn sweeps(n: u64) -> ReadLimits {
 }
 
 fn reference(cfg: &ReaderConfig, limits: ReadLimits, size: u64) -> Vec<Minibatch<f32>> {
-    let mut s = MinibatchSource::<f32>::new(cfg, limits, quiet()).unwrap();
+    let mut s = ReferenceSource::<f32>::new(cfg, limits, quiet()).unwrap();
     std::iter::from_fn(|| s.next_minibatch(size).unwrap().map(|m| m.into_inner())).collect()
 }
 
@@ -56,7 +55,7 @@ fn threaded(
     limits: ReadLimits,
     loaders: usize,
     prefetch: usize,
-) -> ThreadedSource<f32> {
+) -> MinibatchSource<f32> {
     threaded_parts(cfg, limits, loaders, prefetch, 1 << 20)
 }
 
@@ -66,22 +65,22 @@ fn threaded_parts(
     loaders: usize,
     prefetch: usize,
     part_bytes: u64,
-) -> ThreadedSource<f32> {
+) -> MinibatchSource<f32> {
     let options = PipelineOptions {
         loader_threads: loaders,
         prefetch,
         part_bytes,
     };
-    ThreadedSource::new(cfg, limits, quiet(), options).unwrap()
+    MinibatchSource::with_options(cfg, limits, quiet(), options).unwrap()
 }
 
 /// Chunks of the corpus `cfg` reads.
 fn t_chunks(cfg: &ReaderConfig) -> u64 {
-    let s = MinibatchSource::<f32>::new(cfg, sweeps(1), quiet()).unwrap();
+    let s = ReferenceSource::<f32>::new(cfg, sweeps(1), quiet()).unwrap();
     s.index().chunks.len() as u64
 }
 
-fn drain(s: &mut ThreadedSource<f32>, size: u64) -> Vec<Minibatch<f32>> {
+fn drain(s: &mut MinibatchSource<f32>, size: u64) -> Vec<Minibatch<f32>> {
     std::iter::from_fn(|| s.next_minibatch(size).unwrap().map(|m| m.into_inner())).collect()
 }
 
@@ -148,7 +147,7 @@ fn chunks_parsed_in_parts_give_the_same_minibatches() {
         }
         got
     };
-    let mut r = MinibatchSource::<f32>::new(&bad, sweeps(2), quiet()).unwrap();
+    let mut r = ReferenceSource::<f32>::new(&bad, sweeps(2), quiet()).unwrap();
     let want = outcome(Box::new(move || {
         r.next_minibatch(5)
             .map(|m| m.map(|m| m.into_inner()))
@@ -174,7 +173,7 @@ fn restores_partitions_and_size_changes_match_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_corpus(dir.path(), 120);
     let cfg = config(&file);
-    let mut r = MinibatchSource::<f32>::new(&cfg, sweeps(2), quiet()).unwrap();
+    let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(2), quiet()).unwrap();
     let mut t = threaded(&cfg, sweeps(2), 3, 2);
     let mut checkpoints = Vec::new();
     // A script of calls, the same on both engines.
@@ -218,7 +217,7 @@ fn errors_arrive_in_order() {
     std::fs::write(&path, text).unwrap();
     let mut cfg = config(&path.to_string_lossy());
     cfg.randomize = false;
-    let mut r = MinibatchSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
+    let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
     let mut t = threaded(&cfg, sweeps(1), 4, 3);
     loop {
         let a = r.next_minibatch(4);

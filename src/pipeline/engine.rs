@@ -141,8 +141,9 @@ struct Packer<T: Element> {
     finished: bool,
 }
 
-/// Reads minibatches like [`crate::source::MinibatchSource`], with loader and packer threads.
-pub struct ThreadedSource<T: Element> {
+/// Reads minibatches of a corpus along the global timeline, with loader, planner and packer
+/// threads; the same minibatches as [`crate::source::ReferenceSource`].
+pub struct MinibatchSource<T: Element> {
     shared: Arc<Shared<T>>,
     _opened: OpenedIndex,
     fingerprint: u64,
@@ -164,10 +165,20 @@ pub struct ThreadedSource<T: Element> {
     wait_time: Duration,
 }
 
-impl<T: Element> ThreadedSource<T> {
-    /// Indexes the corpus of `config` and starts the loader threads; reading starts at
-    /// position 0.
+impl<T: Element> MinibatchSource<T> {
+    /// Indexes the corpus of `config` (using and writing index caches as `cacheIndex` says)
+    /// and starts the threads of [`PipelineOptions::default`]; reading starts at position 0.
+    /// Diagnostics go to `sink`.
     pub fn new(
+        config: &ReaderConfig,
+        limits: ReadLimits,
+        sink: DiagnosticSink,
+    ) -> Result<Self, SourceError> {
+        Self::with_options(config, limits, sink, PipelineOptions::default())
+    }
+
+    /// As [`new`](Self::new), with the given threads, prefetch depth and part size.
+    pub fn with_options(
         config: &ReaderConfig,
         limits: ReadLimits,
         sink: DiagnosticSink,
@@ -234,7 +245,7 @@ impl<T: Element> ThreadedSource<T> {
                 Err(_) => break,
             }
         }
-        Ok(ThreadedSource {
+        Ok(MinibatchSource {
             fingerprint: fingerprint(&index, config),
             shared,
             _opened: opened,
@@ -255,23 +266,44 @@ impl<T: Element> ThreadedSource<T> {
         })
     }
 
-    /// Uses a minibatch-size schedule from now on.
+    /// Uses a minibatch-size schedule: [`next_scheduled`](Self::next_scheduled) then takes
+    /// the size of the current epoch from it.
     pub fn set_schedule(&mut self, schedule: MbSchedule) {
         self.schedule = Some(schedule);
         self.stop_packer();
     }
 
-    /// The next minibatch of about `size` samples (or the schedule's size), as
-    /// [`crate::source::MinibatchSource::next_minibatch`].
+    /// The next minibatch of the size the schedule gives for the current epoch (a constant
+    /// `size` without a schedule).
+    pub fn next_scheduled(&mut self, size: u64) -> Result<Option<PooledMinibatch<T>>, SourceError> {
+        let scheduled = self.schedule.is_some();
+        self.next_planned(size, scheduled)
+    }
+
+    /// The next minibatch of about `size` samples (whole sequences; at least one sequence of
+    /// the global timeline), or `None` at the end of the data. With several workers this is
+    /// this worker's share, possibly empty; every worker gets `None` at the same call.
+    /// Minibatches of the same size are packed ahead; a call with another size drops them
+    /// and packs from the current position.
     pub fn next_minibatch(&mut self, size: u64) -> Result<Option<PooledMinibatch<T>>, SourceError> {
-        if size == 0 && self.schedule.is_none() {
+        self.next_planned(size, false)
+    }
+
+    fn next_planned(
+        &mut self,
+        size: u64,
+        scheduled: bool,
+    ) -> Result<Option<PooledMinibatch<T>>, SourceError> {
+        if size == 0 && !scheduled {
             return Err(SourceError::Usage(
                 "the minibatch size must be at least 1 sample".to_string(),
             ));
         }
-        let wanted = self.plan(size);
+        let wanted = self.plan(size, scheduled);
         let restart = match &self.packer {
-            Some(p) => p.plan.size != wanted.size && self.schedule.is_none(),
+            Some(p) => {
+                p.plan.schedule.is_some() != scheduled || (!scheduled && p.plan.size != size)
+            }
             None => true,
         };
         if restart {
@@ -379,11 +411,15 @@ impl<T: Element> ThreadedSource<T> {
         }
     }
 
-    fn plan(&self, size: u64) -> Plan {
+    fn plan(&self, size: u64, scheduled: bool) -> Plan {
         Plan {
             start: self.position,
             size,
-            schedule: self.schedule.clone(),
+            schedule: if scheduled {
+                self.schedule.clone()
+            } else {
+                None
+            },
             end: self.end,
             epoch_size: self.limits.epoch_size,
             sweep_samples: self.sweep_samples,
@@ -430,7 +466,7 @@ impl<T: Element> ThreadedSource<T> {
     }
 }
 
-impl<T: Element> Drop for ThreadedSource<T> {
+impl<T: Element> Drop for MinibatchSource<T> {
     fn drop(&mut self) {
         self.stop_packer();
         self.shared.cache.close();

@@ -1,6 +1,6 @@
 //! The threaded engine: loader threads, a packer thread and the chunk cache they share
-//! ([`engine::ThreadedSource`]). It produces exactly the minibatches of the single-threaded
-//! reference engine, [`crate::source::MinibatchSource`].
+//! ([`engine::MinibatchSource`]). It produces exactly the minibatches of the single-threaded
+//! reference engine, [`crate::source::ReferenceSource`].
 
 pub mod cache;
 pub mod engine;

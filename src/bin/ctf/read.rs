@@ -11,8 +11,8 @@ use std::io::{self, Write};
 use std::time::Instant;
 
 use ctf_reader::minibatch::Minibatch;
-use ctf_reader::pipeline::engine::{PipelineOptions, ThreadedSource};
 use ctf_reader::reader::stderr_sink;
+use ctf_reader::source::{MinibatchSource, PipelineOptions};
 use ctf_reader::source::{ReadLimits, SourceError};
 use ctf_reader::timeline::checkpoint::Checkpoint;
 use ctf_reader::timeline::schedule::MbSchedule;
@@ -90,8 +90,9 @@ fn read<T: Element>(
     if let Some(threads) = args.threads {
         options.loader_threads = threads as usize;
     }
-    let mut source = ThreadedSource::<T>::new(config, limits.clone(), stderr_sink(), options)
-        .map_err(failure)?;
+    let mut source =
+        MinibatchSource::<T>::with_options(config, limits.clone(), stderr_sink(), options)
+            .map_err(failure)?;
     if let Some(checkpoint) = &restore {
         source.restore(checkpoint).map_err(failure)?;
     }
@@ -109,7 +110,7 @@ fn read<T: Element>(
     let mut line = String::new();
     let mut last_position = source.position();
     loop {
-        let batch = match source.next_minibatch(1) {
+        let batch = match source.next_scheduled(1) {
             Ok(Some(batch)) => batch,
             Ok(None) => break,
             Err(e) => {
