@@ -149,12 +149,15 @@ pub(super) fn sweep_order<S: Scheme>(
         seq_starts.push(total);
     }
 
-    // The randomized chunk containing sequence position p (< total): the last chunk starting
-    // at or before p, which is never an empty chunk.
-    let chunk_of = |p: u32| -> usize { seq_starts[..n].partition_point(|&s| s <= p) - 1 };
-
-    // perm[t] = the initial position (in randomized-chunk layout) of the sequence now at t.
+    // perm[t] = the initial position (in randomized-chunk layout) of the sequence now at t;
+    // home[t] = the randomized chunk that sequence started in (kept beside perm, so that no
+    // lookup is needed per draw).
     let mut perm: Vec<u32> = (0..total).collect();
+    let mut home: Vec<u32> = Vec::with_capacity(total as usize);
+    for k in 0..n {
+        let count = (seq_starts[k + 1] - seq_starts[k]) as usize;
+        home.extend(std::iter::repeat_n(k as u32, count));
+    }
     let mut rng = S::sequence_rng(seed, sweep);
     let mut c = 0usize;
     for t in 0..total {
@@ -176,25 +179,26 @@ pub(super) fn sweep_order<S: Scheme>(
         loop {
             // The draw is below range, so the sum stays below pos_end.
             let j = pos_begin + S::draw(&mut rng, range) as u32;
-            let home_j = chunk_of(perm[j as usize]) as u32;
-            if !win.contains(&home_j) {
+            if !win.contains(&home[j as usize]) {
                 continue;
             }
-            let home_t = chunk_of(perm[t as usize]) as u32;
-            if !windows[chunk_of(j)].contains(&home_t) {
+            // The layout chunk holding position j: one of the window's chunks.
+            let first = win.start as usize;
+            let layout_j =
+                first + seq_starts[first..win.end as usize].partition_point(|&s| s <= j) - 1;
+            if !windows[layout_j].contains(&home[t as usize]) {
                 continue;
             }
             perm.swap(t as usize, j as usize);
+            home.swap(t as usize, j as usize);
             break;
         }
     }
 
     let sequences = perm
         .into_iter()
-        .map(|p| {
-            let k = chunk_of(p);
-            (chunks[k], p - seq_starts[k])
-        })
+        .zip(home)
+        .map(|(p, k)| (chunks[k as usize], p - seq_starts[k as usize]))
         .collect();
     SweepOrder { chunks, sequences }
 }
