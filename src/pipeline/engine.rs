@@ -1,18 +1,22 @@
-//! The threaded engine: loader threads parse chunks into the shared [`ChunkCache`] while a
-//! packer thread walks the timeline, asks for the chunks of the sequences ahead of it, and
-//! packs minibatches into a bounded queue ahead of the consumer.
+//! The threaded engine, [`MinibatchSource`]: loader threads parse chunks into the shared
+//! [`ChunkCache`]; a planner ("randomizer") thread walks the timeline, computing each sweep's
+//! order, asks for the chunks of the sequences ahead of it and hands each minibatch's
+//! sequences to a packer thread, which packs them into a bounded queue ahead of the consumer.
 //!
-//! The packer runs exactly the reference engine's steps ([`crate::source`]): the same
+//! Planner and packer run exactly the reference engine's steps ([`crate::source`]): the same
 //! timeline, the same packing, invalid sequences charged in the order chunks are first used.
 //! Loaders only parse, in any order, so the output does not depend on the number of threads
-//! or on timing. A restore, a new partition or a new minibatch size stops the packer (its
-//! prefetched minibatches are dropped) and starts a new one at the position after the last
-//! minibatch handed out; the loaders and the cache stay.
+//! or on timing. A restore, a new partition or a new minibatch size stops the planner and
+//! the packer (their prepared minibatches are dropped) and starts new ones at the position
+//! after the last minibatch handed out; the loaders and the cache stay.
 //!
-//! Shutdown: dropping the engine closes the cache and the queues, then joins every thread.
-//! An error reaches the consumer in order, as an item of the queue; a loader that panics
-//! stores the panic as its chunk's error, and a packer that panics ends the queue, which the
-//! consumer sees as an error.
+//! Every channel is bounded: loads (twice the loaders), planned minibatches and packed
+//! minibatches (`prefetch` each). Shutdown: dropping the engine drops the packed queue, which
+//! ends the packer at its next send and then the planner at its; the cache is closed, which
+//! wakes anyone waiting for a chunk, and the loads channel, which ends the loaders; every
+//! thread is joined. An error reaches the consumer in order, as an item of the queue; a loader
+//! that panics stores the panic as its chunk's error, and a planner or packer that panics ends
+//! the queue, which the consumer sees as an error.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -134,9 +138,11 @@ struct Plan {
     ahead_samples: u64,
 }
 
+/// A running packer and planner, and the plan they follow.
 struct Packer<T: Element> {
     output: Receiver<Item<T>>,
-    thread: Option<JoinHandle<()>>,
+    /// The packer, then the planner.
+    threads: Vec<JoinHandle<()>>,
     plan: Plan,
     finished: bool,
 }
@@ -436,30 +442,48 @@ impl<T: Element> MinibatchSource<T> {
             ));
         };
         let (output, items) = bounded::<Item<T>>(self.prefetch);
+        let (plans, planned) = bounded::<Option<Planned>>(self.prefetch);
+        let shared = Arc::clone(&self.shared);
+        let planner_loads = loads.clone();
+        let run = plan.clone();
+        let planner = Builder::new()
+            .name("ctf-planner".to_string())
+            .spawn(move || run_planner(&shared, &planner_loads, &run, &plans))
+            .map_err(|e| SourceError::Usage(format!("cannot start the planner thread: {e}")))?;
         let shared = Arc::clone(&self.shared);
         let loads = loads.clone();
-        let run = plan.clone();
-        let thread = Builder::new()
+        let packer = Builder::new()
             .name("ctf-packer".to_string())
-            .spawn(move || run_packer(&shared, &loads, &run, &output))
-            .map_err(|e| SourceError::Usage(format!("cannot start the packer thread: {e}")))?;
+            .spawn(move || run_packer(&shared, &loads, &planned, &output));
+        let packer = match packer {
+            Ok(packer) => packer,
+            Err(e) => {
+                // The planner's next send fails without a receiver, which ends it.
+                let _ = planner.join();
+                return Err(SourceError::Usage(format!(
+                    "cannot start the packer thread: {e}"
+                )));
+            }
+        };
         self.packer = Some(Packer {
             output: items,
-            thread: Some(thread),
+            threads: vec![packer, planner],
             plan,
             finished: false,
         });
         Ok(())
     }
 
-    /// Stops the packer, dropping what it prefetched.
+    /// Stops the packer and the planner, dropping what they prepared.
     fn stop_packer(&mut self) {
         if let Some(packer) = self.packer.take() {
-            let Packer { output, thread, .. } = packer;
+            let Packer {
+                output, threads, ..
+            } = packer;
             // Without a receiver the packer's next send fails, which ends it; the minibatches
-            // it prefetched go back to the pool.
+            // it prefetched go back to the pool. The planner's next send then fails too.
             drop(output);
-            if let Some(thread) = thread {
+            for thread in threads {
                 let _ = thread.join();
             }
         }
@@ -518,17 +542,28 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
     }
 }
 
-/// The packer thread: the reference engine's loop, with chunk requests running ahead.
-fn run_packer<T: Element>(
+/// One minibatch as the planner chose it, for the packer.
+struct Planned {
+    /// Ordinals of this worker's sequences, in timeline order.
+    sequences: Vec<u32>,
+    sweep_end: bool,
+    epoch_end: bool,
+    /// Global position after it.
+    end: u64,
+}
+
+/// The planner ("randomizer") thread: walks the timeline (computing each sweep's order),
+/// asks for the chunks of the sequences up to `ahead_samples` past the minibatch it plans,
+/// and hands the minibatches' sequences to the packer; `None` at the end.
+fn run_planner<T>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     plan: &Plan,
-    output: &Sender<Item<T>>,
+    planned: &Sender<Option<Planned>>,
 ) {
-    let item = |result: Item<T>| output.send(result).is_ok();
     let timeline = Timeline::new(Arc::clone(&shared.index), &shared.config);
     let Ok(mut timeline) = timeline else {
-        let _ = item(Ok(None));
+        let _ = planned.send(None);
         return;
     };
     timeline.set_partition(plan.rank, plan.workers);
@@ -545,10 +580,10 @@ fn run_packer<T: Element>(
         };
         let (end, epoch_end) = minibatch_end(position, plan.end, plan.epoch_size);
         let Some(selection) = timeline.next_minibatch(size, end) else {
-            let _ = item(Ok(None));
+            let _ = planned.send(None);
             return;
         };
-        // Ask for the chunks of the sequences ahead, then take this minibatch's.
+        // Ask for the chunks of the sequences ahead, in the order they will be packed.
         while ahead.position() < selection.end.saturating_add(plan.ahead_samples) {
             let Some(next) = ahead.next_minibatch(1, plan.end) else {
                 break;
@@ -559,9 +594,45 @@ fn run_packer<T: Element>(
                 }
             }
         }
+        timeline.share_sweep_ahead(&ahead);
+        let next = Planned {
+            sequences: selection.sequences,
+            sweep_end: selection.sweep_end,
+            epoch_end: epoch_end.is_some_and(|e| selection.end >= e),
+            end: selection.end,
+        };
+        if planned.send(Some(next)).is_err() {
+            return; // the packer stopped
+        }
+    }
+}
+
+/// The packer thread: packs the planned minibatches in order, charging invalid sequences as
+/// the reference engine does, into the queue the consumer reads.
+fn run_packer<T: Element>(
+    shared: &Shared<T>,
+    loads: &Sender<u32>,
+    planned: &Receiver<Option<Planned>>,
+    output: &Sender<Item<T>>,
+) {
+    let item = |result: Item<T>| output.send(result).is_ok();
+    loop {
+        let next = match planned.recv() {
+            Ok(Some(next)) => next,
+            Ok(None) => {
+                let _ = item(Ok(None));
+                return;
+            }
+            Err(_) => {
+                // The planner ended without a word: it panicked.
+                let _ = item(Err(SourceError::Usage(
+                    "the planner thread stopped unexpectedly (it panicked)".to_string(),
+                )));
+                return;
+            }
+        };
         let mut batch = shared.pool.take_pooled();
-        let packed = pack(shared, loads, &selection.sequences, &mut batch);
-        match packed {
+        match pack(shared, loads, &next.sequences, &mut batch) {
             Ok(true) => {}
             Ok(false) => return, // shutting down
             Err(e) => {
@@ -569,9 +640,9 @@ fn run_packer<T: Element>(
                 return;
             }
         }
-        batch.sweep_end = selection.sweep_end;
-        batch.epoch_end = epoch_end.is_some_and(|e| selection.end >= e);
-        batch.position = selection.end;
+        batch.sweep_end = next.sweep_end;
+        batch.epoch_end = next.epoch_end;
+        batch.position = next.end;
         if !item(Ok(Some(batch))) {
             return;
         }

@@ -67,10 +67,10 @@ impl std::error::Error for TimelineError {}
 #[derive(Clone)]
 struct Sweep {
     number: u64,
-    /// Ordinals of the sequences with samples, in delivery order.
-    order: Vec<u32>,
+    /// Ordinals of the sequences with samples, in delivery order (shared by clones).
+    order: Arc<Vec<u32>>,
     /// Per chunk of the index, its position in this sweep's chunk order.
-    chunk_position: Vec<u32>,
+    chunk_position: Arc<Vec<u32>>,
     /// Index in `order` of the next sequence.
     next: usize,
 }
@@ -84,6 +84,8 @@ pub struct Timeline {
     /// N: samples per sweep.
     sweep_samples: u64,
     sweep: Sweep,
+    /// A later sweep's order, taken from a timeline ahead ([`Timeline::share_sweep_ahead`]).
+    upcoming: Option<Sweep>,
     /// Position of the next sequence (always a sequence start).
     position: u64,
 }
@@ -109,6 +111,7 @@ impl Timeline {
             sharding,
             sweep_samples,
             sweep,
+            upcoming: None,
             position: 0,
         })
     }
@@ -203,11 +206,27 @@ impl Timeline {
         self.sweep.next += 1;
     }
 
+    /// Lets this timeline take the order of the sweep `other` is in (a timeline of the same
+    /// corpus and configuration, further ahead) when it gets there, instead of computing
+    /// it again.
+    pub fn share_sweep_ahead(&mut self, other: &Timeline) {
+        if other.sweep.number > self.sweep.number && self.settings == other.settings {
+            self.upcoming = Some(other.sweep.clone());
+        }
+    }
+
     /// Computes the order of sweep `number` (unless it is the current one) and stands at
     /// its start.
     fn enter_sweep(&mut self, number: u64) {
         if self.sweep.number != number {
-            self.sweep = Sweep::compute(&self.index, &self.settings, number);
+            let shared = self.upcoming.as_ref().is_some_and(|u| u.number == number);
+            self.sweep = match self.upcoming.take() {
+                Some(sweep) if shared => sweep,
+                upcoming => {
+                    self.upcoming = upcoming;
+                    Sweep::compute(&self.index, &self.settings, number)
+                }
+            };
         }
         self.sweep.next = 0;
         self.position = number * self.sweep_samples;
@@ -219,8 +238,8 @@ impl Sweep {
         let order = sweep_order(index, settings, number);
         Sweep {
             number,
-            order: order.sequences,
-            chunk_position: order.chunk_position,
+            order: Arc::new(order.sequences),
+            chunk_position: Arc::new(order.chunk_position),
             next: 0,
         }
     }

@@ -310,3 +310,32 @@ proptest! {
         prop_assert_eq!(got, whole);
     }
 }
+
+#[test]
+fn a_timeline_taking_sweep_orders_from_one_ahead_selects_the_same() {
+    let lengths: Vec<u32> = (0..40).map(|i| 1 + i % 4).collect();
+    let c = corpus(&lengths, 20, with(|c| c.randomization_window = Some(3)));
+    let n = timeline(&c).sweep_samples();
+    let end = 5 * n;
+    let expected = run(&mut timeline(&c), 7, end);
+    // The planner's pattern: a second timeline runs up to 1.5 sweeps ahead and lends its
+    // sweep orders; one lent order is skipped over by a seek.
+    let mut t = timeline(&c);
+    let mut ahead = timeline(&c);
+    let mut got = Vec::new();
+    while let Some(s) = t.next_minibatch(7, end) {
+        while ahead.position() < s.end + n + n / 2 && ahead.next_minibatch(1, end).is_some() {}
+        t.share_sweep_ahead(&ahead);
+        got.push(s);
+    }
+    assert_eq!(got, expected);
+    // Lent an order two sweeps ahead, then sought into the sweep between.
+    let mut t = timeline(&c);
+    let mut far = timeline(&c);
+    far.seek(2 * n);
+    t.share_sweep_ahead(&far);
+    t.seek(n);
+    let mut plain = timeline(&c);
+    plain.seek(n);
+    assert_eq!(run(&mut t, 5, end), run(&mut plain, 5, end));
+}
