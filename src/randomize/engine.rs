@@ -156,7 +156,7 @@ pub(super) fn sweep_order<S: Scheme>(
     let mut home: Vec<u32> = Vec::with_capacity(total as usize);
     for k in 0..n {
         let count = (seq_starts[k + 1] - seq_starts[k]) as usize;
-        home.extend(std::iter::repeat_n(k as u32, count));
+        home.resize(home.len() + count, k as u32);
     }
     let mut rng = S::sequence_rng(seed, sweep);
     let mut c = 0usize;
