@@ -36,7 +36,10 @@ use crate::source::{
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::channel::{bounded, Receiver, Sender};
 use crate::sync::thread::{Builder, JoinHandle};
-use crate::sync::{Arc as ChunkArc, Mutex};
+// The state the threads share and the parsed parts are counted by the shim's `Arc` (loom's
+// under `cfg(loom)`, which then also checks that none is leaked); the index and the pool
+// are immutable or self-locking and stay on `std`'s.
+use crate::sync::{Arc as ChunkArc, Arc as SharedArc, Mutex};
 use crate::timeline::checkpoint::{fingerprint, Checkpoint};
 use crate::timeline::schedule::MbSchedule;
 use crate::timeline::{Timeline, TimelineError};
@@ -150,7 +153,7 @@ struct Packer<T: Element> {
 /// Reads minibatches of a corpus along the global timeline, with loader, planner and packer
 /// threads; the same minibatches as [`crate::source::ReferenceSource`].
 pub struct MinibatchSource<T: Element> {
-    shared: Arc<Shared<T>>,
+    shared: SharedArc<Shared<T>>,
     _opened: OpenedIndex,
     fingerprint: u64,
     sweep_samples: u64,
@@ -222,7 +225,7 @@ impl<T: Element> MinibatchSource<T> {
         } else {
             Some((window_chunks + 2 * ahead_chunks) * parts_per_chunk)
         };
-        let shared = Arc::new(Shared {
+        let shared = SharedArc::new(Shared {
             parts,
             cache: ChunkCache::new(capacity),
             pool: Arc::new(MinibatchPool::new(&config.inputs, options.prefetch + 2)),
@@ -236,7 +239,7 @@ impl<T: Element> MinibatchSource<T> {
         let (loads, queue) = bounded::<u32>(2 * loader_threads);
         let mut loaders = Vec::with_capacity(loader_threads);
         for i in 0..loader_threads {
-            let shared = Arc::clone(&shared);
+            let shared = SharedArc::clone(&shared);
             let queue = queue.clone();
             let spawned = Builder::new()
                 .name(format!("ctf-loader-{i}"))
@@ -443,14 +446,14 @@ impl<T: Element> MinibatchSource<T> {
         };
         let (output, items) = bounded::<Item<T>>(self.prefetch);
         let (plans, planned) = bounded::<Option<Planned>>(self.prefetch);
-        let shared = Arc::clone(&self.shared);
+        let shared = SharedArc::clone(&self.shared);
         let planner_loads = loads.clone();
         let run = plan.clone();
         let planner = Builder::new()
             .name("ctf-planner".to_string())
             .spawn(move || run_planner(&shared, &planner_loads, &run, &plans))
             .map_err(|e| SourceError::Usage(format!("cannot start the planner thread: {e}")))?;
-        let shared = Arc::clone(&self.shared);
+        let shared = SharedArc::clone(&self.shared);
         let loads = loads.clone();
         let packer = Builder::new()
             .name("ctf-packer".to_string())
