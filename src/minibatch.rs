@@ -404,6 +404,21 @@ impl<T: Element> Minibatch<T> {
         self.defines_mb_size
     }
 
+    /// Bytes its buffers hold on the heap (their capacity): what a queued minibatch costs.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let streams: usize = self
+            .streams
+            .iter()
+            .map(|s| {
+                s.values.capacity() * size_of::<T>()
+                    + (s.row_indices.capacity() + s.column_starts.capacity()) * size_of::<u32>()
+                    + s.sequence_starts.capacity() * size_of::<usize>()
+            })
+            .sum();
+        streams + self.sequences.capacity() * size_of::<MinibatchSequence>()
+    }
+
     /// The minibatch's size in samples as SPEC §3 counts it: the sample count of the
     /// `definesMBSize` input when there is one, else the largest sample count of any input
     /// (0 for an empty minibatch).

@@ -108,6 +108,8 @@ pub struct SourceCounters {
     pub cache_hits: u64,
     /// Chunk requests that had to load the chunk.
     pub cache_misses: u64,
+    /// Heap bytes of the parsed data the chunk cache holds now.
+    pub cache_bytes: u64,
     /// Minibatches handed out.
     pub minibatches: u64,
     /// Time spent reading and parsing chunks, summed over the threads that did it.
@@ -130,6 +132,14 @@ impl<T> LoadedChunk<T> {
     pub(crate) fn new(index: &CorpusIndex, parsed: ParsedChunk<T>) -> Self {
         let positions = positions_of(index, parsed.chunk, &parsed);
         LoadedChunk { parsed, positions }
+    }
+
+    /// Bytes it holds on the heap: the parsed sequences and the map.
+    pub(crate) fn heap_bytes(&self) -> usize
+    where
+        T: Element,
+    {
+        self.parsed.sequences.heap_bytes() + self.positions.capacity() * std::mem::size_of::<u32>()
     }
 }
 
@@ -418,6 +428,7 @@ impl<T: Element> ReferenceSource<T> {
         SourceCounters {
             chunks_loaded: loads.chunks_loaded,
             bytes_read: loads.bytes_read,
+            cache_bytes: self.chunks.values().map(|c| c.heap_bytes() as u64).sum(),
             ..self.counters
         }
     }

@@ -70,6 +70,7 @@ fn threaded_parts(
         loader_threads: loaders,
         prefetch,
         part_bytes,
+        memory_budget: None,
     };
     MinibatchSource::with_options(cfg, limits, quiet(), options).unwrap()
 }

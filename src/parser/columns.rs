@@ -60,6 +60,15 @@ impl<T: Element> InputColumn<T> {
         }
     }
 
+    /// Bytes its buffers hold on the heap (their capacity).
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.values.capacity() * size_of::<T>()
+            + self.indices.capacity() * size_of::<u32>()
+            + (self.sample_offsets.capacity() + self.sequence_offsets.capacity())
+                * size_of::<usize>()
+    }
+
     /// Drops everything after sample `samples` (used to roll back an invalid sequence).
     fn truncate_samples(&mut self, samples: usize) {
         match self.format {
@@ -132,6 +141,12 @@ pub struct ParsedSequences<T> {
 }
 
 impl<T: Element> ParsedSequences<T> {
+    /// Bytes its buffers hold on the heap (their capacity).
+    pub fn heap_bytes(&self) -> usize {
+        self.columns.iter().map(InputColumn::heap_bytes).sum::<usize>()
+            + self.sequences.capacity() * std::mem::size_of::<SequenceInfo>()
+    }
+
     /// Empty buffers for the given inputs.
     pub fn new(inputs: &[InputConfig]) -> Self {
         ParsedSequences {

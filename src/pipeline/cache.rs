@@ -3,9 +3,10 @@
 //!
 //! Chunks are held in least-recently-used order (the `lru` crate) up to a capacity derived
 //! from the randomization window and the look-ahead; with `keepDataInMemory` the capacity is
-//! unbounded, so every chunk is read once. A chunk a taker still holds (its `Arc` is shared)
-//! is pinned: it is never evicted while in use, so memory is the capacity plus the chunks of
-//! the minibatches being packed. A failed load is kept as its error, so every taker of that
+//! unbounded, so every chunk is read once. An optional budget in bytes bounds the chunks'
+//! heap bytes too (each insert says what its chunk holds). A chunk a taker still holds (its
+//! `Arc` is shared) is pinned: it is never evicted while in use, so memory is the capacity
+//! (or the budget) plus the chunks of the minibatches being packed. A failed load is kept as its error, so every taker of that
 //! chunk receives it, in timeline order, instead of waiting forever.
 
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -43,9 +44,13 @@ pub struct CacheCounters {
 }
 
 struct State<C, E> {
-    chunks: LruCache<u32, Loaded<C, E>>,
+    /// Each chunk with the heap bytes it holds.
+    chunks: LruCache<u32, (Loaded<C, E>, usize)>,
     loading: HashSet<u32>,
     capacity: usize,
+    /// Heap bytes of the chunks held, and the most they may hold.
+    bytes: usize,
+    byte_budget: usize,
     closed: bool,
     counters: CacheCounters,
 }
@@ -65,6 +70,8 @@ impl<C, E> ChunkCache<C, E> {
                 chunks: LruCache::unbounded(),
                 loading: HashSet::new(),
                 capacity: capacity.map_or(usize::MAX, |c| c.max(1)),
+                bytes: 0,
+                byte_budget: usize::MAX,
                 closed: false,
                 counters: CacheCounters::default(),
             }),
@@ -91,21 +98,34 @@ impl<C, E> ChunkCache<C, E> {
         }
     }
 
-    /// Stores a load's outcome and wakes the takers waiting for it.
-    pub fn insert(&self, chunk: u32, loaded: Loaded<C, E>) {
+    /// Stores a load's outcome (a chunk holding `bytes` heap bytes) and wakes the takers
+    /// waiting for it.
+    pub fn insert(&self, chunk: u32, loaded: Loaded<C, E>, bytes: usize) {
         let mut state = self.lock();
         state.loading.remove(&chunk);
-        state.chunks.put(chunk, loaded);
+        state.bytes += bytes;
+        if let Some((_, replaced)) = state.chunks.put(chunk, (loaded, bytes)) {
+            state.bytes -= replaced;
+        }
         Self::evict(&mut state, chunk);
         drop(state);
         self.inserted.notify_all();
     }
 
-    /// Drops least recently used chunks beyond the capacity, except pinned ones and `keep`.
+    /// Sets the most heap bytes the chunks may hold (`None`: no limit), evicting at once.
+    pub fn set_byte_budget(&self, budget: Option<usize>) {
+        let mut state = self.lock();
+        state.byte_budget = budget.unwrap_or(usize::MAX);
+        Self::evict(&mut state, u32::MAX);
+    }
+
+    /// Drops least recently used chunks beyond the capacity or the byte budget, except
+    /// pinned ones and `keep`.
     fn evict(state: &mut State<C, E>, keep: u32) {
         let mut passed = 0;
-        while state.chunks.len() > state.capacity && passed < state.chunks.len() {
-            let Some((id, entry)) = state.chunks.pop_lru() else {
+        let over = |s: &State<C, E>| s.chunks.len() > s.capacity || s.bytes > s.byte_budget;
+        while over(state) && passed < state.chunks.len() {
+            let Some((id, (entry, bytes))) = state.chunks.pop_lru() else {
                 break;
             };
             let pinned = match &entry {
@@ -114,9 +134,10 @@ impl<C, E> ChunkCache<C, E> {
             };
             if pinned || id == keep {
                 // Back as most recent; look at the next one.
-                state.chunks.put(id, entry);
+                state.chunks.put(id, (entry, bytes));
                 passed += 1;
             } else {
+                state.bytes -= bytes;
                 state.counters.evictions += 1;
             }
         }
@@ -132,7 +153,7 @@ impl<C, E> ChunkCache<C, E> {
             if state.closed {
                 return Err(Closed);
             }
-            if let Some(entry) = state.chunks.get(&chunk) {
+            if let Some((entry, _)) = state.chunks.get(&chunk) {
                 let entry = entry.clone();
                 if !waited {
                     state.counters.hits += 1;
@@ -163,6 +184,11 @@ impl<C, E> ChunkCache<C, E> {
         self.lock().chunks.len()
     }
 
+    /// Heap bytes of the chunks held (pinned ones included).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
     /// Whether no chunk is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -188,7 +214,7 @@ mod tests {
         assert_eq!(cache.take(1), Ok(None));
         assert_eq!(cache.request(1), Request::Load);
         assert_eq!(cache.request(1), Request::Present);
-        cache.insert(1, Ok(Arc::new(vec![1])));
+        cache.insert(1, Ok(Arc::new(vec![1])), 1);
         assert_eq!(cache.request(1), Request::Present);
         let got = cache.take(1).unwrap().unwrap().unwrap();
         assert_eq!(*got, vec![1]);
@@ -201,7 +227,7 @@ mod tests {
         let cache = Cache::new(Some(2));
         for id in 0..3 {
             cache.request(id);
-            cache.insert(id, Ok(Arc::new(vec![id as u8])));
+            cache.insert(id, Ok(Arc::new(vec![id as u8])), 1);
             if id == 1 {
                 // Touch 0 so that 1 is the least recently used.
                 cache.take(0).unwrap();
@@ -218,17 +244,43 @@ mod tests {
     fn a_chunk_in_use_is_pinned() {
         let cache = Cache::new(Some(1));
         cache.request(0);
-        cache.insert(0, Ok(Arc::new(vec![0])));
+        cache.insert(0, Ok(Arc::new(vec![0])), 1);
         let held = cache.take(0).unwrap().unwrap().unwrap();
         cache.request(1);
-        cache.insert(1, Ok(Arc::new(vec![1])));
+        cache.insert(1, Ok(Arc::new(vec![1])), 1);
         // Over capacity, but 0 is in use and 1 was just inserted.
         assert_eq!(cache.len(), 2);
         drop(held);
         cache.request(2);
-        cache.insert(2, Ok(Arc::new(vec![2])));
+        cache.insert(2, Ok(Arc::new(vec![2])), 1);
         assert_eq!(cache.len(), 1, "unpinned chunks go once over capacity");
         assert!(cache.take(2).unwrap().is_some());
+    }
+
+    #[test]
+    fn the_byte_budget_evicts_unpinned_chunks_least_recent_first() {
+        let cache = Cache::new(None);
+        cache.set_byte_budget(Some(250));
+        for id in 0..3 {
+            cache.request(id);
+            cache.insert(id, Ok(Arc::new(vec![id as u8])), 100);
+        }
+        // 300 bytes > 250: chunk 0 went.
+        assert_eq!((cache.len(), cache.bytes()), (2, 200));
+        assert!(cache.take(0).unwrap().is_none());
+        let held = cache.take(1).unwrap().unwrap().unwrap();
+        cache.set_byte_budget(Some(50));
+        // 2 goes; 1 is pinned and stays, over the budget.
+        assert_eq!((cache.len(), cache.bytes()), (1, 100));
+        assert_eq!(*held, vec![1]);
+        drop(held);
+        cache.request(3);
+        cache.insert(3, Ok(Arc::new(vec![3])), 40);
+        assert_eq!((cache.len(), cache.bytes()), (1, 40), "1 is unpinned now");
+        // Replacing an entry counts only its new size.
+        cache.insert(3, Ok(Arc::new(vec![3])), 30);
+        assert_eq!((cache.len(), cache.bytes()), (1, 30));
+        assert_eq!(cache.counters().evictions, 3);
     }
 
     #[test]
@@ -236,7 +288,7 @@ mod tests {
         let cache = Cache::new(None);
         for id in 0..100 {
             cache.request(id);
-            cache.insert(id, Ok(Arc::new(vec![])));
+            cache.insert(id, Ok(Arc::new(vec![])), 1);
         }
         assert_eq!(cache.len(), 100);
         assert_eq!(cache.counters().evictions, 0);
@@ -251,7 +303,7 @@ mod tests {
             thread::spawn(move || cache.take(7))
         };
         thread::sleep(Duration::from_millis(20));
-        cache.insert(7, Err(Arc::new("bad chunk".to_string())));
+        cache.insert(7, Err(Arc::new("bad chunk".to_string())), 1);
         let got = waiter.join().unwrap().unwrap().unwrap();
         assert_eq!(*got.unwrap_err(), "bad chunk");
         assert!(

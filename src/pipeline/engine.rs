@@ -54,6 +54,14 @@ pub struct PipelineOptions {
     /// Bytes a loader parses at once: chunks are split into parts of about this size at
     /// sequence boundaries, so that one chunk is parsed on every loader (default 1 MiB).
     pub part_bytes: u64,
+    /// Most bytes of parsed data the engine keeps (default: no limit beyond the window).
+    /// The chunk cache keeps its parts within the budget less the room of the minibatches
+    /// that can be queued or held (the largest packed so far, times the pool's size) and of
+    /// the loaders' buffers; it evicts the least recently used parts to stay there, also
+    /// with `keepDataInMemory`. The parts of the minibatch being packed are never evicted, so
+    /// a budget smaller than they need is exceeded by them; a budget smaller than the window
+    /// and look-ahead makes parts be read again.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for PipelineOptions {
@@ -63,6 +71,7 @@ impl Default for PipelineOptions {
             loader_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             prefetch: 2,
             part_bytes: PART_BYTES,
+            memory_budget: None,
         }
     }
 }
@@ -124,6 +133,27 @@ struct Shared<T> {
     bytes_read: AtomicU64,
     /// Nanoseconds the loaders spent reading and parsing, summed.
     parse_nanos: AtomicU64,
+    budget: Option<Budget>,
+    /// Heap bytes of the largest minibatch packed so far.
+    largest_minibatch: AtomicU64,
+}
+
+/// [`PipelineOptions::memory_budget`], and what it must leave to other than the cache.
+struct Budget {
+    total: u64,
+    /// The loaders' buffers.
+    fixed: u64,
+    /// Minibatches that can be alive at once (queued, being packed, held by the consumer
+    /// within the pool's size).
+    minibatches: u64,
+}
+
+impl Budget {
+    /// What the cache may hold when the largest minibatch takes `largest` bytes.
+    fn for_cache(&self, largest: u64) -> usize {
+        let room = self.fixed.saturating_add(self.minibatches.saturating_mul(largest));
+        usize::try_from(self.total.saturating_sub(room)).unwrap_or(usize::MAX)
+    }
 }
 
 /// What a packer is asked to produce.
@@ -204,14 +234,20 @@ impl<T: Element> MinibatchSource<T> {
         let end = limit_end(&limits, sweep_samples)?;
         let chunks = index.chunks.len().max(1);
         let per_chunk = (sweep_samples / chunks as u64).max(1);
+        // The chunks the order draws from at a time: the window, or one in file order.
         let window_chunks = match config.window() {
+            _ if !config.randomize => 1,
             WindowSize::Chunks(n) => n.clamp(1, chunks as u64) as usize,
             WindowSize::Samples(n) => (n / per_chunk).clamp(1, chunks as u64) as usize,
         };
         let loader_threads = options.loader_threads.max(1);
-        // Look ahead by as many chunks as there are loaders (at least 2), keep the window
-        // and the look-ahead in memory.
-        let ahead_chunks = loader_threads.max(2);
+        // Look ahead by enough chunks to give every loader two parts to parse: one chunk
+        // when chunks hold many parts, up to two per loader when a chunk is one part.
+        let chunk_bytes = (index.total_bytes() / chunks as u64).max(1);
+        let part_bytes = options.part_bytes.clamp(1, chunk_bytes);
+        let ahead_chunks = (2 * loader_threads as u64 * part_bytes)
+            .div_ceil(chunk_bytes)
+            .clamp(1, chunks as u64) as usize;
         let parts = Parts::new(&index, options.part_bytes.max(1));
         let parts_per_chunk = parts
             .of_chunk
@@ -220,15 +256,26 @@ impl<T: Element> MinibatchSource<T> {
             .max()
             .unwrap_or(1)
             .max(1);
+        // The window, the look-ahead, and the chunk being finished.
         let capacity = if config.keep_data_in_memory {
             None
         } else {
-            Some((window_chunks + 2 * ahead_chunks) * parts_per_chunk)
+            Some((window_chunks + ahead_chunks + 1) * parts_per_chunk)
         };
+        let pool_size = options.prefetch.max(1) + 2;
+        // Room of the loaders' text and parse buffers (about three parts each).
+        let loader_room = 3 * loader_threads as u64 * part_bytes;
+        let budget = options.memory_budget.map(|budget| Budget {
+            total: budget,
+            fixed: loader_room,
+            minibatches: pool_size as u64,
+        });
         let shared = SharedArc::new(Shared {
             parts,
             cache: ChunkCache::new(capacity),
-            pool: Arc::new(MinibatchPool::new(&config.inputs, options.prefetch + 2)),
+            pool: Arc::new(MinibatchPool::new(&config.inputs, pool_size)),
+            budget,
+            largest_minibatch: AtomicU64::new(0),
             charging: Mutex::new(Charging::new(config, index.chunks.len(), sink)),
             chunks_loaded: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
@@ -236,6 +283,9 @@ impl<T: Element> MinibatchSource<T> {
             config: config.clone(),
             index: Arc::clone(&index),
         });
+        if let Some(budget) = &shared.budget {
+            shared.cache.set_byte_budget(Some(budget.for_cache(0)));
+        }
         let (loads, queue) = bounded::<u32>(2 * loader_threads);
         let mut loaders = Vec::with_capacity(loader_threads);
         for i in 0..loader_threads {
@@ -414,6 +464,7 @@ impl<T: Element> MinibatchSource<T> {
             bytes_read: self.shared.bytes_read.load(Ordering::Relaxed),
             cache_hits: cache.hits,
             cache_misses: cache.misses,
+            cache_bytes: self.shared.cache.bytes() as u64,
             minibatches: self.minibatches,
             parse_time: Duration::from_nanos(self.shared.parse_nanos.load(Ordering::Relaxed)),
             wait_time: self.wait_time,
@@ -541,7 +592,11 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
                 error: std::io::Error::other("a loader thread panicked while parsing it"),
             })),
         };
-        shared.cache.insert(part, loaded);
+        let bytes = match &loaded {
+            Ok(chunk) => chunk.heap_bytes(),
+            Err(_) => 0,
+        };
+        shared.cache.insert(part, loaded, bytes);
     }
 }
 
@@ -646,6 +701,12 @@ fn run_packer<T: Element>(
         batch.sweep_end = next.sweep_end;
         batch.epoch_end = next.epoch_end;
         batch.position = next.end;
+        if let Some(budget) = &shared.budget {
+            let bytes = batch.heap_bytes() as u64;
+            if bytes > shared.largest_minibatch.fetch_max(bytes, Ordering::Relaxed) {
+                shared.cache.set_byte_budget(Some(budget.for_cache(bytes)));
+            }
+        }
         if !item(Ok(Some(batch))) {
             return;
         }

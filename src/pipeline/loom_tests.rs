@@ -29,8 +29,8 @@ fn loom_cache_pins_what_is_held_and_evicts_the_rest() {
         let loader = {
             let cache = Arc::clone(&cache);
             thread::spawn(move || {
-                cache.insert(0, Ok(Arc::new(100)));
-                cache.insert(1, Ok(Arc::new(101)));
+                cache.insert(0, Ok(Arc::new(100)), 1);
+                cache.insert(1, Ok(Arc::new(101)), 1);
             })
         };
         let take = |chunk: u32| loop {
@@ -40,7 +40,7 @@ fn loom_cache_pins_what_is_held_and_evicts_the_rest() {
                 Ok(None) => {
                     // Evicted before it was taken: load it again, as the packer would.
                     if cache.request(chunk) == Request::Load {
-                        cache.insert(chunk, Ok(Arc::new(100 + chunk)));
+                        cache.insert(chunk, Ok(Arc::new(100 + chunk)), 1);
                     }
                 }
                 Err(_) => panic!("the cache is not closed"),
@@ -96,6 +96,7 @@ fn options() -> PipelineOptions {
         loader_threads: 1,
         prefetch: 1,
         part_bytes: 1,
+        memory_budget: None,
     }
 }
 

@@ -113,9 +113,32 @@ pub struct ReadArgs {
     /// Parser threads (default: the available cores).
     #[arg(long, value_name = "N", value_parser = at_least_one::<u32>)]
     pub threads: Option<u32>,
-    /// Print the counters on stderr: chunks loaded, bytes read, cache hits and misses.
+    /// Minibatches packed ahead of the consumer (default 2).
+    #[arg(long, value_name = "N", value_parser = at_least_one::<usize>)]
+    pub prefetch: Option<usize>,
+    /// Most bytes of parsed data kept in memory (chunk cache and queued minibatches);
+    /// a number of bytes, or with a suffix K, M or G (powers of 1024).
+    #[arg(long, value_name = "BYTES", value_parser = byte_count)]
+    pub memory_budget: Option<u64>,
+    /// Print the counters on stderr: chunks loaded, bytes read, cache hits, misses and
+    /// bytes, parse and wait seconds.
     #[arg(long)]
     pub stats: bool,
+}
+
+/// A byte count: digits, optionally followed by K, M or G (powers of 1024).
+fn byte_count(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.as_bytes().last() {
+        Some(b'K' | b'k') => (&text[..text.len() - 1], 1u64 << 10),
+        Some(b'M' | b'm') => (&text[..text.len() - 1], 1 << 20),
+        Some(b'G' | b'g') => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("expected a number of bytes such as 500M, got '{text}'"))
 }
 
 /// A count of at least 1 (threads, workers).

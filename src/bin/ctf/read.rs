@@ -90,6 +90,10 @@ fn read<T: Element>(
     if let Some(threads) = args.threads {
         options.loader_threads = threads as usize;
     }
+    if let Some(prefetch) = args.prefetch {
+        options.prefetch = prefetch;
+    }
+    options.memory_budget = args.memory_budget;
     let mut source =
         MinibatchSource::<T>::with_options(config, limits.clone(), stderr_sink(), options)
             .map_err(failure)?;
@@ -168,6 +172,7 @@ fn read<T: Element>(
         eprintln!("bytes read: {}", counters.bytes_read);
         eprintln!("cache hits: {}", counters.cache_hits);
         eprintln!("cache misses: {}", counters.cache_misses);
+        eprintln!("cache bytes: {}", counters.cache_bytes);
         eprintln!("parse seconds: {:.3}", counters.parse_time.as_secs_f64());
         eprintln!("wait seconds: {:.3}", counters.wait_time.as_secs_f64());
     }
