@@ -18,10 +18,12 @@ use crate::timeline::schedule::MbSchedule;
 use crate::{InputConfig, Precision, ReaderConfig, StorageFormat};
 
 /// `ctf_config_set_max_samples(config, CTF_FULL_DATA_SWEEP)`: read one sweep.
-pub const CTF_FULL_DATA_SWEEP: u64 = crate::source::FULL_DATA_SWEEP;
+pub const CTF_FULL_DATA_SWEEP: u64 = 0xFFFFFFFFFFFFFFFE;
+const _: () = assert!(CTF_FULL_DATA_SWEEP == crate::source::FULL_DATA_SWEEP);
 /// `ctf_config_set_max_samples(config, CTF_INFINITELY_REPEAT)`: read sweep after sweep
 /// without end.
-pub const CTF_INFINITELY_REPEAT: u64 = crate::source::INFINITELY_REPEAT;
+pub const CTF_INFINITELY_REPEAT: u64 = 0xFFFFFFFFFFFFFFFF;
+const _: () = assert!(CTF_INFINITELY_REPEAT == crate::source::INFINITELY_REPEAT);
 
 /// How an input (a stream) is stored.
 #[repr(C)]
@@ -338,71 +340,180 @@ pub unsafe extern "C" fn ctf_config_add_input(
     }
 }
 
-macro_rules! setter {
-    ($(#[$doc:meta])* $fn_name:ident, $arg:ident: $ty:ty, |$b:ident| $apply:expr) => {
-        $(#[$doc])*
-        ///
-        /// Thread safety: one thread at a time per configuration.
-        ///
-        /// # Safety
-        /// `config` is NULL or a live configuration.
-        #[no_mangle]
-        pub unsafe extern "C" fn $fn_name(config: *mut ctf_config, $arg: $ty) -> ctf_status {
-            // SAFETY: the caller passes NULL or a live configuration.
-            unsafe {
-                with_config(config, |config| {
-                    config.update(|$b| $apply);
-                    Ok(())
-                })
-            }
-        }
-    };
+/// Applies a builder setting to a configuration.
+///
+/// # Safety
+/// As [`with_config`].
+unsafe fn set(
+    config: *mut ctf_config,
+    apply: impl FnOnce(ReaderConfigBuilder) -> ReaderConfigBuilder,
+) -> ctf_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        with_config(config, |config| {
+            config.update(apply);
+            Ok(())
+        })
+    }
 }
 
-setter!(
-    /// Sets the element type of the values (`precision`: float or double).
-    ctf_config_set_element_type, element_type: ctf_element_type, |b| b.precision(match element_type {
-        ctf_element_type::Float32 => Precision::Float,
-        ctf_element_type::Float64 => Precision::Double,
-    })
-);
-setter!(
-    /// Sets `randomize` (shuffle sequences within the randomization window).
-    ctf_config_set_randomize, randomize: bool, |b| b.randomize(randomize)
-);
-setter!(
-    /// Sets `randomizationSeed`.
-    ctf_config_set_randomization_seed, seed: u64, |b| b.randomization_seed(seed)
-);
-setter!(
-    /// Sets `maxErrors`: how many invalid sequences are skipped (each reported through the
-    /// diagnostics) before reading fails with `CTF_STATUS_DATA_ERROR`.
-    ctf_config_set_max_errors, max_errors: u64, |b| b.max_errors(max_errors)
-);
-setter!(
-    /// Sets `traceLevel` (0: no warnings, 1: warnings, 2: more).
-    ctf_config_set_trace_level, level: u32, |b| b.trace_level(level)
-);
-setter!(
-    /// Sets `chunkSizeInBytes`.
-    ctf_config_set_chunk_size, bytes: u64, |b| b.chunk_size_in_bytes(bytes)
-);
-setter!(
-    /// Sets `keepDataInMemory` (parse every chunk once and keep it).
-    ctf_config_set_keep_data_in_memory, keep: bool, |b| b.keep_data_in_memory(keep)
-);
-setter!(
-    /// Sets `frameMode` (every sequence is one sample).
-    ctf_config_set_frame_mode, frame_mode: bool, |b| b.frame_mode(frame_mode)
-);
-setter!(
-    /// Sets `cacheIndex` (write and reuse an index next to each data file).
-    ctf_config_set_cache_index, cache: bool, |b| b.cache_index(cache)
-);
-setter!(
-    /// Sets `skipSequenceIds` (every line is a sequence; keys are line numbers).
-    ctf_config_set_skip_sequence_ids, skip: bool, |b| b.skip_sequence_ids(skip)
-);
+/// Sets the element type of the values (`precision`: float or double).
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_element_type(
+    config: *mut ctf_config,
+    element_type: ctf_element_type,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe {
+        set(config, |b| {
+            b.precision(match element_type {
+                ctf_element_type::Float32 => Precision::Float,
+                ctf_element_type::Float64 => Precision::Double,
+            })
+        })
+    }
+}
+
+/// Sets `randomize` (shuffle sequences within the randomization window).
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_randomize(
+    config: *mut ctf_config,
+    randomize: bool,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe { set(config, |b| b.randomize(randomize)) }
+}
+
+/// Sets `randomizationSeed`.
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_randomization_seed(
+    config: *mut ctf_config,
+    seed: u64,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe { set(config, |b| b.randomization_seed(seed)) }
+}
+
+/// Sets `maxErrors`: how many invalid sequences are skipped (each reported through the
+/// diagnostics) before reading fails with `CTF_STATUS_DATA_ERROR`.
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_max_errors(
+    config: *mut ctf_config,
+    max_errors: u64,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe { set(config, |b| b.max_errors(max_errors)) }
+}
+
+/// Sets `traceLevel` (0: no warnings, 1: warnings, 2: more).
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_trace_level(
+    config: *mut ctf_config,
+    level: u32,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe { set(config, |b| b.trace_level(level)) }
+}
+
+/// Sets `chunkSizeInBytes`.
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_chunk_size(
+    config: *mut ctf_config,
+    bytes: u64,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe { set(config, |b| b.chunk_size_in_bytes(bytes)) }
+}
+
+/// Sets `keepDataInMemory` (parse every chunk once and keep it).
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_keep_data_in_memory(
+    config: *mut ctf_config,
+    keep: bool,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe { set(config, |b| b.keep_data_in_memory(keep)) }
+}
+
+/// Sets `frameMode` (every sequence is one sample).
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_frame_mode(
+    config: *mut ctf_config,
+    frame_mode: bool,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe { set(config, |b| b.frame_mode(frame_mode)) }
+}
+
+/// Sets `cacheIndex` (write and reuse an index next to each data file).
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_cache_index(
+    config: *mut ctf_config,
+    cache: bool,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe { set(config, |b| b.cache_index(cache)) }
+}
+
+/// Sets `skipSequenceIds` (every line is a sequence; keys are line numbers).
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_skip_sequence_ids(
+    config: *mut ctf_config,
+    skip: bool,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe { set(config, |b| b.skip_sequence_ids(skip)) }
+}
 
 /// Sets `randomizationWindow`: `window` in samples when `sample_based`, else in chunks.
 ///

@@ -17,11 +17,14 @@ use crate::minibatch::{Padded, PooledMinibatch, StreamData};
 use crate::Element;
 
 /// Padded-view mask value of a sequence's first sample.
-pub const CTF_MASK_BEGIN: u8 = crate::minibatch::MASK_BEGIN;
+pub const CTF_MASK_BEGIN: u8 = 2;
+const _: () = assert!(CTF_MASK_BEGIN == crate::minibatch::MASK_BEGIN);
 /// Padded-view mask value of a sample after a sequence's first.
-pub const CTF_MASK_VALID: u8 = crate::minibatch::MASK_VALID;
+pub const CTF_MASK_VALID: u8 = 1;
+const _: () = assert!(CTF_MASK_VALID == crate::minibatch::MASK_VALID);
 /// Padded-view mask value of padding.
-pub const CTF_MASK_PAD: u8 = crate::minibatch::MASK_PAD;
+pub const CTF_MASK_PAD: u8 = 0;
+const _: () = assert!(CTF_MASK_PAD == crate::minibatch::MASK_PAD);
 
 /// The minibatch as a whole.
 #[repr(C)]
@@ -289,7 +292,7 @@ pub unsafe extern "C" fn ctf_minibatch_free(minibatch: *mut ctf_minibatch) {
 /// # Safety
 /// `minibatch` is NULL or live; `out` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn ctf_minibatch_info(
+pub unsafe extern "C" fn ctf_minibatch_get_info(
     minibatch: *const ctf_minibatch,
     out: *mut ctf_minibatch_info,
 ) -> ctf_status {

@@ -15,8 +15,9 @@ pub const CTF_READER_VERSION_MINOR: u32 = 1;
 /// Patch version of the library the header came with.
 pub const CTF_READER_VERSION_PATCH: u32 = 0;
 
-/// Size in bytes of a checkpoint ([`crate::ffi::reader::ctf_reader_checkpoint`]).
-pub const CTF_CHECKPOINT_SIZE: usize = crate::timeline::checkpoint::CHECKPOINT_LEN;
+/// Size in bytes of a checkpoint (`ctf_reader_checkpoint`).
+pub const CTF_CHECKPOINT_SIZE: usize = 20;
+const _: () = assert!(CTF_CHECKPOINT_SIZE == crate::timeline::checkpoint::CHECKPOINT_LEN);
 
 /// The result of a fallible call. The values are part of the ABI and never change.
 #[repr(C)]
