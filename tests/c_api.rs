@@ -473,3 +473,71 @@ fn mpi_ranks_cover_the_corpus_once_per_sweep() {
         );
     }
 }
+
+#[test]
+fn readme_c_program_compiles_and_reads_two_sweeps() {
+    if !have("cc") {
+        println!("note: cc not found: the README program is not compiled");
+        return;
+    }
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let chapter = &readme[readme
+        .find("\n## C API\n")
+        .expect("README has a C API chapter")..];
+    let start = chapter.find("```c\n").expect("the chapter has a C program") + 5;
+    let program = &chapter[start..start + chapter[start..].find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("minimal.c"), program).unwrap();
+    let exe = dir.path().join("minimal");
+    let out = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror"])
+        .arg(format!("-I{ROOT}/include"))
+        .arg(dir.path().join("minimal.c"))
+        .arg(lib_dir().join("libctf_reader.a"))
+        .args([
+            "-lgcc_s",
+            "-lutil",
+            "-lrt",
+            "-lpthread",
+            "-lm",
+            "-ldl",
+            "-lc",
+        ])
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("cc runs");
+    assert!(out.status.success(), "{}", text(&out).1);
+    let stdout = run_ok(&exe, &[]);
+    let expected = parse_json_lines(&run_ok(
+        Path::new(CTF),
+        &[
+            "read",
+            "--jsonl",
+            CONFIG,
+            "--mb-size",
+            "64",
+            "--max-sweeps",
+            "2",
+        ],
+    ));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), expected.len(), "{stdout}");
+    for (line, want) in lines.iter().zip(&expected) {
+        let keys = want.at("sequences").arr();
+        assert!(
+            line.starts_with(&format!(
+                "{} sequences, {} samples, first key {},",
+                keys.len(),
+                want.at("samples").at("features").int(),
+                keys[0].int()
+            )),
+            "{line} vs {want:?}"
+        );
+        assert_eq!(
+            line.ends_with(" (sweep end)"),
+            want.at("sweep_end") == &Json::Bool(true),
+            "{line}"
+        );
+    }
+}
