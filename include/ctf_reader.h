@@ -583,6 +583,29 @@ void ctf_config_free(struct ctf_config *config);
 const char *ctf_config_message(const struct ctf_config *config);
 
 /**
+ * The number of warnings reading the BrainScript configuration gave (a misspelt key, a
+ * parameter CNTK ignores, ...); 0 for a NULL `config` or one made by `ctf_config_new`.
+ *
+ * Thread safety: any thread.
+ *
+ * # Safety
+ * `config` is NULL or a live configuration.
+ */
+size_t ctf_config_warning_count(const struct ctf_config *config);
+
+/**
+ * Warning `index` of the configuration as `SOURCE:LINE:COL: warning: MESSAGE`, owned by the
+ * configuration (valid until it is freed); NULL when `index` is out of range or `config` is
+ * NULL.
+ *
+ * Thread safety: any thread.
+ *
+ * # Safety
+ * `config` is NULL or a live configuration.
+ */
+const char *ctf_config_warning(const struct ctf_config *config, size_t index);
+
+/**
  * Adds a data file (or a glob pattern) to read, after those already there.
  *
  * Thread safety: one thread at a time per configuration.
@@ -900,7 +923,8 @@ enum ctf_status ctf_reader_new(const struct ctf_config *config, struct ctf_reade
 
 /**
  * Makes a reader, with the default options, of the reader section of BrainScript `text`
- * (`section` as in `ctf_config_from_brainscript`; NULL for the default).
+ * (`section` as in `ctf_config_from_brainscript`; NULL for the default). Warnings of the
+ * configuration go to standard error (`ctf_config_from_brainscript` keeps them instead).
  *
  * Thread safety: any thread.
  *
@@ -914,6 +938,8 @@ enum ctf_status ctf_reader_from_brainscript(const char *text,
 /**
  * Makes a reader, with the default options, of the reader section of the configuration
  * file `path` (`section` as in `ctf_config_from_brainscript`; NULL for the default).
+ * Warnings of the configuration go to standard error (`ctf_config_from_file` keeps them
+ * instead).
  *
  * Thread safety: any thread.
  *

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use super::plumbing::{guard, opt_str_arg, out_arg, str_arg, BoxedHandle, CallResult, Failure};
 use super::status::ctf_status;
-use crate::config::ReaderConfigBuilder;
+use crate::config::{ConfigWarning, ReaderConfigBuilder};
 use crate::reader::{stderr_sink, DiagnosticSink};
 use crate::source::ReadLimits;
 use crate::timeline::schedule::MbSchedule;
@@ -107,6 +107,8 @@ pub struct ctf_config {
     pub(crate) builder: ReaderConfigBuilder,
     pub(crate) options: ReaderOptions,
     message: CString,
+    /// Warnings of the BrainScript text, as `SOURCE:LINE:COL: warning: MESSAGE`.
+    warnings: Vec<CString>,
 }
 
 impl BoxedHandle for ctf_config {}
@@ -117,15 +119,13 @@ impl ctf_config {
             builder,
             options: ReaderOptions::default(),
             message: CString::default(),
+            warnings: Vec::new(),
         }
     }
 
     /// The validated configuration.
     pub(crate) fn build(&self) -> Result<ReaderConfig, Failure> {
-        self.builder
-            .clone()
-            .build()
-            .map_err(|e| Failure::new(ctf_status::ConfigError, e.to_string()))
+        self.builder.clone().build().map_err(|e| config_failure(&e))
     }
 
     fn update(&mut self, f: impl FnOnce(ReaderConfigBuilder) -> ReaderConfigBuilder) {
@@ -152,19 +152,27 @@ unsafe fn with_config(
     })
 }
 
-fn config_failure(e: crate::config::ConfigError) -> Failure {
-    let mut text = String::new();
-    text.push_str(&e.to_string());
+/// A configuration error; the warnings found before it follow the error (a misspelt key
+/// reported as a warning often explains it).
+pub(crate) fn config_failure(e: &crate::config::ConfigError) -> Failure {
+    let mut text = e.to_string();
+    for w in e.warnings() {
+        text.push('\n');
+        text.push_str(&w.to_string());
+    }
     Failure::new(ctf_status::ConfigError, text)
 }
 
 fn parsed(
-    result: Result<(ReaderConfig, Vec<crate::config::ConfigWarning>), crate::config::ConfigError>,
+    result: Result<(ReaderConfig, Vec<ConfigWarning>), crate::config::ConfigError>,
 ) -> Result<ctf_config, Failure> {
-    let (config, _warnings) = result.map_err(config_failure)?;
-    Ok(ctf_config::with_builder(ReaderConfigBuilder::from_config(
-        config,
-    )))
+    let (config, warnings) = result.map_err(|e| config_failure(&e))?;
+    let mut handle = ctf_config::with_builder(ReaderConfigBuilder::from_config(config));
+    handle.warnings = warnings
+        .iter()
+        .map(|w| super::plumbing::c_string(&w.to_string()))
+        .collect();
+    Ok(handle)
 }
 
 /// Makes an empty configuration (no files, no inputs; CNTK's defaults otherwise) to be
@@ -279,6 +287,46 @@ pub unsafe extern "C" fn ctf_config_message(config: *const ctf_config) -> *const
         match unsafe { ctf_config::from_const(config, "config") } {
             Ok(config) => config.message.as_ptr(),
             Err(_) => c"".as_ptr(),
+        }
+    })
+}
+
+/// The number of warnings reading the BrainScript configuration gave (a misspelt key, a
+/// parameter CNTK ignores, ...); 0 for a NULL `config` or one made by `ctf_config_new`.
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_warning_count(config: *const ctf_config) -> usize {
+    super::plumbing::guard_value(0, || {
+        // SAFETY: the caller passes NULL or a live configuration.
+        unsafe { ctf_config::from_const(config, "config") }.map_or(0, |c| c.warnings.len())
+    })
+}
+
+/// Warning `index` of the configuration as `SOURCE:LINE:COL: warning: MESSAGE`, owned by the
+/// configuration (valid until it is freed); NULL when `index` is out of range or `config` is
+/// NULL.
+///
+/// Thread safety: any thread.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_warning(
+    config: *const ctf_config,
+    index: usize,
+) -> *const c_char {
+    super::plumbing::guard_value(std::ptr::null(), || {
+        // SAFETY: the caller passes NULL or a live configuration.
+        match unsafe { ctf_config::from_const(config, "config") } {
+            Ok(c) => c
+                .warnings
+                .get(index)
+                .map_or(std::ptr::null(), |w| w.as_ptr()),
+            Err(_) => std::ptr::null(),
         }
     })
 }

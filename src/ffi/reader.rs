@@ -8,7 +8,7 @@
 use std::ffi::{c_char, CString};
 use std::sync::{Mutex, MutexGuard};
 
-use super::config::{ctf_config, ctf_element_type, ctf_storage, ReaderOptions};
+use super::config::{config_failure, ctf_config, ctf_element_type, ctf_storage, ReaderOptions};
 use super::minibatch::{ctf_minibatch, Batch};
 use super::plumbing::{
     bytes_arg, c_string, guard, guard_value, opt_str_arg, out_arg, str_arg, BoxedHandle,
@@ -268,7 +268,8 @@ pub unsafe extern "C" fn ctf_reader_new(
 }
 
 /// Makes a reader, with the default options, of the reader section of BrainScript `text`
-/// (`section` as in `ctf_config_from_brainscript`; NULL for the default).
+/// (`section` as in `ctf_config_from_brainscript`; NULL for the default). Warnings of the
+/// configuration go to standard error (`ctf_config_from_brainscript` keeps them instead).
 ///
 /// Thread safety: any thread.
 ///
@@ -289,14 +290,19 @@ pub unsafe extern "C" fn ctf_reader_from_brainscript(
                 out_arg(out, "out")?,
             )
         };
-        let (config, _) = ReaderConfig::from_brainscript(text, "<text>", section)
-            .map_err(|e| Failure::new(ctf_status::ConfigError, e.to_string()))?;
+        let (config, warnings) = ReaderConfig::from_brainscript(text, "<text>", section)
+            .map_err(|e| config_failure(&e))?;
+        for w in &warnings {
+            eprintln!("{w}");
+        }
         new_reader(config, ReaderOptions::default(), out)
     })
 }
 
 /// Makes a reader, with the default options, of the reader section of the configuration
 /// file `path` (`section` as in `ctf_config_from_brainscript`; NULL for the default).
+/// Warnings of the configuration go to standard error (`ctf_config_from_file` keeps them
+/// instead).
 ///
 /// Thread safety: any thread.
 ///
@@ -317,8 +323,11 @@ pub unsafe extern "C" fn ctf_reader_from_file(
                 out_arg(out, "out")?,
             )
         };
-        let (config, _) = ReaderConfig::from_file(std::path::Path::new(path), section)
-            .map_err(|e| Failure::new(ctf_status::ConfigError, e.to_string()))?;
+        let (config, warnings) = ReaderConfig::from_file(std::path::Path::new(path), section)
+            .map_err(|e| config_failure(&e))?;
+        for w in &warnings {
+            eprintln!("{w}");
+        }
         new_reader(config, ReaderOptions::default(), out)
     })
 }

@@ -149,6 +149,8 @@ static void test_null_arguments(void) {
     EXPECT(ctf_config_set_minibatch_schedule(NULL, "1"), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_diagnostic_callback(NULL, NULL, NULL), CTF_STATUS_NULL_ARGUMENT);
     CHECK(strcmp(ctf_config_message(NULL), "") == 0);
+    CHECK(ctf_config_warning_count(NULL) == 0);
+    CHECK(ctf_config_warning(NULL, 0) == NULL);
     ctf_config_free(NULL);
 
     EXPECT(ctf_reader_new(NULL, &reader), CTF_STATUS_NULL_ARGUMENT);
@@ -219,8 +221,26 @@ static void test_bad_configurations(void) {
     EXPECT(ctf_config_from_file(bad_utf8, NULL, &config), CTF_STATUS_INVALID_ARGUMENT);
     CHECK(contains(ctf_last_error_message(), "UTF-8"));
 
+    /* Warnings are kept with the configuration, and follow an error they may explain. */
+    OK(ctf_config_from_brainscript("reader = [ file = \"a.ctf\" ; randomise = false ;\n"
+                                   "  input = [ x = [ dim = 3 ; format = \"dense\" ] ] ]",
+                                   "warn.cntk", NULL, &config));
+    CHECK(ctf_config_warning_count(config) == 1);
+    CHECK(contains(ctf_config_warning(config, 0), "warn.cntk:1:29: warning:"));
+    CHECK(contains(ctf_config_warning(config, 0), "randomise"));
+    CHECK(ctf_config_warning(config, 1) == NULL);
+    ctf_config_free(config);
+    config = NULL;
+    EXPECT(ctf_config_from_brainscript("reader = [ randomise = false ; file = \"a.ctf\" ]", "warn.cntk", NULL,
+                                       &config),
+           CTF_STATUS_CONFIG_ERROR);
+    CHECK(contains(ctf_last_error_message(), "error:"));
+    CHECK(contains(ctf_last_error_message(), "warn.cntk:1:12: warning:"));
+    CHECK(config == NULL);
+
     /* An empty configuration has no file and no input. */
     OK(ctf_config_new(&config));
+    CHECK(ctf_config_warning_count(config) == 0);
     EXPECT(ctf_reader_new(config, &reader), CTF_STATUS_CONFIG_ERROR);
     CHECK(reader == (ctf_reader *)0x1);
     EXPECT(ctf_config_add_input(config, "x", NULL, 0, CTF_STORAGE_DENSE), CTF_STATUS_INVALID_ARGUMENT);
