@@ -3,7 +3,8 @@
 //! restores checkpoints as bytes; its counters and position are readable at any time.
 //!
 //! The source sits behind a mutex, so the functions taking a `const ctf_reader *` may be
-//! called from any thread, also while another thread is in `ctf_reader_next`.
+//! called from any thread, also while another thread is in `ctf_reader_next` (those that read
+//! the source's state wait for it; the stream information does not).
 
 use std::ffi::{c_char, CString};
 use std::sync::{Mutex, MutexGuard};
@@ -230,6 +231,26 @@ unsafe fn with_reader(
     })
 }
 
+/// Runs a call that only reads the reader's immutable parts, without waiting for a
+/// `ctf_reader_next` in progress (only a failure takes the lock, to keep its message).
+///
+/// # Safety
+/// `reader` is NULL or a live reader.
+unsafe fn with_reader_info(
+    reader: *const ctf_reader,
+    body: impl FnOnce(&ctf_reader) -> CallResult,
+) -> ctf_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let reader = unsafe { ctf_reader::from_const(reader, "reader") }?;
+        let result = body(reader);
+        if let Err(failure) = &result {
+            reader.lock().message = c_string(&failure.message);
+        }
+        result
+    })
+}
+
 fn new_reader(
     config: ReaderConfig,
     options: ReaderOptions,
@@ -397,7 +418,7 @@ pub unsafe extern "C" fn ctf_reader_stream_info(
 ) -> ctf_status {
     // SAFETY: the caller passes NULL or a live reader.
     unsafe {
-        with_reader(reader, |reader, _| {
+        with_reader_info(reader, |reader| {
             let out = out_arg(out, "out")?;
             let info = reader.infos.get(stream).ok_or_else(|| {
                 Failure::invalid(format!(
@@ -426,7 +447,7 @@ pub unsafe extern "C" fn ctf_reader_find_stream(
 ) -> ctf_status {
     // SAFETY: the caller passes NULL or a live reader and a NUL-terminated name.
     unsafe {
-        with_reader(reader, |reader, _| {
+        with_reader_info(reader, |reader| {
             let name = str_arg(name, "name")?;
             let out = out_arg(out, "out")?;
             let found = reader
