@@ -220,6 +220,17 @@ impl MinibatchData {
     }
 }
 
+/// Minibatch data is shared between threads (const calls from any thread, DLPack deleters
+/// on any thread): checked at compile time.
+const _: () = {
+    fn send_sync<T: Send + Sync>() {}
+    #[allow(dead_code)]
+    fn data_is_send_sync() {
+        send_sync::<PooledMinibatch<f32>>();
+        send_sync::<PooledMinibatch<f64>>();
+    }
+};
+
 /// A minibatch (opaque), from `ctf_reader_next`.
 pub struct ctf_minibatch {
     pub(crate) data: Arc<MinibatchData>,

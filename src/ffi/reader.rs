@@ -104,7 +104,6 @@ struct ReaderState {
 /// A reader of randomized minibatches (opaque).
 pub struct ctf_reader {
     names: Vec<StreamNames>,
-    infos: Vec<ctf_stream_info>,
     config: ReaderConfig,
     options: ReaderOptions,
     state: Mutex<ReaderState>,
@@ -112,11 +111,15 @@ pub struct ctf_reader {
 
 impl BoxedHandle for ctf_reader {}
 
-// SAFETY: the raw pointers in `infos` point into the CStrings of `names`, which the reader
-// owns and never changes; everything mutable sits behind the mutex.
-unsafe impl Send for ctf_reader {}
-// SAFETY: as above; shared access only reads immutable fields or locks the state.
-unsafe impl Sync for ctf_reader {}
+/// A reader moves between threads and is shared by them (its state behind a mutex):
+/// checked at compile time, without any `unsafe impl`.
+const _: () = {
+    fn send_sync<T: Send + Sync>() {}
+    #[allow(dead_code)]
+    fn reader_is_send_sync() {
+        send_sync::<ctf_reader>();
+    }
+};
 
 /// The status of a source error.
 pub(crate) fn source_status(e: &SourceError) -> ctf_status {
@@ -171,23 +174,8 @@ impl ctf_reader {
                 alias: c_string(&input.alias),
             })
             .collect();
-        let element_type = ctf_element_type::from(config.precision);
-        let infos = config
-            .inputs
-            .iter()
-            .zip(&names)
-            .map(|(input, names)| ctf_stream_info {
-                name: names.name.as_ptr(),
-                alias: names.alias.as_ptr(),
-                dim: input.dim,
-                storage: input.format.into(),
-                element_type,
-                defines_mb_size: input.defines_mb_size,
-            })
-            .collect();
         Ok(ctf_reader {
             names,
-            infos,
             config,
             options,
             state: Mutex::new(ReaderState {
@@ -206,8 +194,21 @@ impl ctf_reader {
     }
 
     fn stream_count(&self) -> usize {
-        debug_assert_eq!(self.names.len(), self.infos.len());
-        self.infos.len()
+        self.names.len()
+    }
+
+    /// What stream `stream` is; its strings are the reader's.
+    fn stream_info(&self, stream: usize) -> Option<ctf_stream_info> {
+        let input = self.config.inputs.get(stream)?;
+        let names = self.names.get(stream)?;
+        Some(ctf_stream_info {
+            name: names.name.as_ptr(),
+            alias: names.alias.as_ptr(),
+            dim: input.dim,
+            storage: input.format.into(),
+            element_type: self.config.precision.into(),
+            defines_mb_size: input.defines_mb_size,
+        })
     }
 }
 
@@ -420,13 +421,13 @@ pub unsafe extern "C" fn ctf_reader_stream_info(
     unsafe {
         with_reader_info(reader, |reader| {
             let out = out_arg(out, "out")?;
-            let info = reader.infos.get(stream).ok_or_else(|| {
+            let info = reader.stream_info(stream).ok_or_else(|| {
                 Failure::invalid(format!(
                     "stream {stream} does not exist (the reader has {})",
                     reader.stream_count()
                 ))
             })?;
-            *out = *info;
+            *out = info;
             Ok(())
         })
     }
