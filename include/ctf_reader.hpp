@@ -50,7 +50,7 @@ inline std::string describe(ctf_status status, const char *message) {
     return text;
 }
 
-/** Throws for any status but OK (and END_OF_DATA when `end_ok`). */
+/** Throws for any status but OK. */
 inline void check(ctf_status status, const char *message) {
     if (status != CTF_STATUS_OK) {
         throw Error(status, describe(status, message));
