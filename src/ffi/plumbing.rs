@@ -205,3 +205,45 @@ pub(crate) trait BoxedHandle: Sized {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last_error() -> String {
+        // SAFETY: last_error_ptr points to this thread's NUL-terminated message.
+        unsafe { CStr::from_ptr(last_error_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_the_panic_status_with_its_message() {
+        let status = guard(|| panic!("boom in the engine"));
+        assert_eq!(status, ctf_status::Panic);
+        assert!(
+            last_error().contains("boom in the engine"),
+            "{}",
+            last_error()
+        );
+        let value = guard_value(7usize, || panic!("second {}", 2));
+        assert_eq!(value, 7);
+        assert!(last_error().contains("second 2"), "{}", last_error());
+    }
+
+    #[test]
+    fn a_failure_becomes_its_status_and_message() {
+        let status = guard(|| Err(Failure::invalid("stream 9 does not exist")));
+        assert_eq!(status, ctf_status::InvalidArgument);
+        assert_eq!(last_error(), "stream 9 does not exist");
+        assert_eq!(guard(|| Ok(())), ctf_status::Ok);
+        // Success leaves the last error as it was.
+        assert_eq!(last_error(), "stream 9 does not exist");
+    }
+
+    #[test]
+    fn messages_with_nul_bytes_stay_readable() {
+        set_last_error("a\0b");
+        assert_eq!(last_error(), "a\\0b");
+    }
+}
