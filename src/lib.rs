@@ -40,6 +40,7 @@
 pub mod chunks;
 pub mod config;
 pub mod diag;
+pub mod ffi;
 pub mod index;
 pub mod minibatch;
 pub mod parser;
