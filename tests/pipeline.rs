@@ -75,6 +75,21 @@ fn threaded_parts(
     MinibatchSource::with_options(cfg, limits, quiet(), options).unwrap()
 }
 
+/// Runs `f` on another thread and fails if it takes more than `seconds` (a hang).
+fn within<R: Send + 'static>(
+    seconds: u64,
+    what: &str,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> R {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(seconds))
+        .unwrap_or_else(|_| panic!("{what}: no result within {seconds} s (a hang or a panic)"))
+}
+
 /// Chunks of the corpus `cfg` reads.
 fn t_chunks(cfg: &ReaderConfig) -> u64 {
     let s = ReferenceSource::<f32>::new(cfg, sweeps(1), quiet()).unwrap();
@@ -283,4 +298,97 @@ fn dropping_mid_prefetch_and_many_readers_do_not_hang() {
         }
         drop(t);
     }
+}
+
+/// The stress test: every channel at its smallest (prefetch 1: one planned and one packed
+/// minibatch; one queued part per loader), 1 to 8 loaders, parts of one sequence, and a
+/// script of restores, partitions and size changes: never a hang, always the reference's
+/// minibatches.
+#[test]
+fn smallest_channels_with_1_to_8_loaders_never_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 90);
+    for randomize in [true, false] {
+        let mut cfg = config(&file);
+        cfg.randomize = randomize;
+        for loaders in 1..=8usize {
+            let cfg = cfg.clone();
+            within(120, &format!("{loaders} loaders"), move || {
+                let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(3), quiet()).unwrap();
+                let mut t = threaded_parts(&cfg, sweeps(3), loaders, 1, 1);
+                let mut checkpoints = vec![t.checkpoint()];
+                for step in 0..150u64 {
+                    match step % 11 {
+                        5 => {
+                            let c = checkpoints[(step as usize * 5) % checkpoints.len()];
+                            r.restore(&c).unwrap();
+                            t.restore(&c).unwrap();
+                        }
+                        9 => {
+                            let workers = 1 + (step % 3) as u32;
+                            r.set_partition(0, workers).unwrap();
+                            t.set_partition(0, workers).unwrap();
+                        }
+                        _ => {
+                            let size = 1 + (step / 3) % 13;
+                            let a = r.next_minibatch(size).unwrap().map(|m| m.into_inner());
+                            let b = t.next_minibatch(size).unwrap().map(|m| m.into_inner());
+                            assert_eq!(a, b, "{loaders} loaders, step {step}");
+                            checkpoints.push(t.checkpoint());
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// A memory budget bounds the cache's bytes (beyond the parts of the minibatch being packed)
+/// and changes nothing in the minibatches; a budget too small for the window makes parts be
+/// read again, which the counters show.
+#[test]
+fn a_memory_budget_bounds_the_cache_and_keeps_the_minibatches() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 400);
+    let file_bytes = std::fs::metadata(&file).unwrap().len();
+    let mut cfg = config(&file);
+    cfg.chunk_size_in_bytes = 2000;
+    cfg.randomization_window = Some(4);
+    let want = reference(&cfg, sweeps(2), 16);
+    let run = |budget: Option<u64>| {
+        let options = PipelineOptions {
+            loader_threads: 2,
+            prefetch: 2,
+            part_bytes: 200,
+            memory_budget: budget,
+        };
+        let mut t = MinibatchSource::with_options(&cfg, sweeps(2), quiet(), options).unwrap();
+        let mut got = Vec::new();
+        let mut most = 0;
+        while let Some(mb) = t.next_minibatch(16).unwrap() {
+            most = most.max(t.counters().cache_bytes);
+            got.push(mb.into_inner());
+        }
+        (got, most, t.counters())
+    };
+    let (got, unbounded_most, unbounded) = run(None);
+    assert_eq!(got, want);
+    assert!(unbounded.bytes_read <= 2 * file_bytes, "{unbounded:?}");
+    // A budget of a third of what the cache held without one.
+    let budget = unbounded_most / 3;
+    let (got, most, counters) = run(Some(budget));
+    assert_eq!(
+        got, want,
+        "the same minibatches within a budget of {budget} bytes"
+    );
+    // The packer pins the parts of one minibatch (16 samples, at most 16 parts) beyond it.
+    let pinned_room = 16 * unbounded_most / (file_bytes / 200);
+    assert!(
+        most <= budget + pinned_room,
+        "cache held {most} bytes, budget {budget} + pinned {pinned_room}"
+    );
+    assert!(
+        counters.bytes_read > unbounded.bytes_read,
+        "a budget below the window's needs reads parts again: {counters:?}"
+    );
 }

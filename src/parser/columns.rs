@@ -143,7 +143,10 @@ pub struct ParsedSequences<T> {
 impl<T: Element> ParsedSequences<T> {
     /// Bytes its buffers hold on the heap (their capacity).
     pub fn heap_bytes(&self) -> usize {
-        self.columns.iter().map(InputColumn::heap_bytes).sum::<usize>()
+        self.columns
+            .iter()
+            .map(InputColumn::heap_bytes)
+            .sum::<usize>()
             + self.sequences.capacity() * std::mem::size_of::<SequenceInfo>()
     }
 

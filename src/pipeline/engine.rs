@@ -10,7 +10,7 @@
 //! the packer (their prepared minibatches are dropped) and starts new ones at the position
 //! after the last minibatch handed out; the loaders and the cache stay.
 //!
-//! Every channel is bounded: loads (twice the loaders), planned minibatches and packed
+//! Every channel is bounded: loads (one queued part per loader), planned minibatches and packed
 //! minibatches (`prefetch` each). Shutdown: dropping the engine drops the packed queue, which
 //! ends the packer at its next send and then the planner at its; the cache is closed, which
 //! wakes anyone waiting for a chunk, and the loads channel, which ends the loaders; every
@@ -151,7 +151,9 @@ struct Budget {
 impl Budget {
     /// What the cache may hold when the largest minibatch takes `largest` bytes.
     fn for_cache(&self, largest: u64) -> usize {
-        let room = self.fixed.saturating_add(self.minibatches.saturating_mul(largest));
+        let room = self
+            .fixed
+            .saturating_add(self.minibatches.saturating_mul(largest));
         usize::try_from(self.total.saturating_sub(room)).unwrap_or(usize::MAX)
     }
 }
@@ -256,11 +258,12 @@ impl<T: Element> MinibatchSource<T> {
             .max()
             .unwrap_or(1)
             .max(1);
-        // The window, the look-ahead, and the chunk being finished.
+        // The window, the windows the look-ahead reaches into, and one chunk of slack for
+        // parts used recently that are no longer needed (LRU keeps them a while).
         let capacity = if config.keep_data_in_memory {
             None
         } else {
-            Some((window_chunks + ahead_chunks + 1) * parts_per_chunk)
+            Some((window_chunks + 2 * ahead_chunks + 1) * parts_per_chunk)
         };
         let pool_size = options.prefetch.max(1) + 2;
         // Room of the loaders' text and parse buffers (about three parts each).
@@ -286,7 +289,7 @@ impl<T: Element> MinibatchSource<T> {
         if let Some(budget) = &shared.budget {
             shared.cache.set_byte_budget(Some(budget.for_cache(0)));
         }
-        let (loads, queue) = bounded::<u32>(2 * loader_threads);
+        let (loads, queue) = bounded::<u32>(loader_threads);
         let mut loaders = Vec::with_capacity(loader_threads);
         for i in 0..loader_threads {
             let shared = SharedArc::clone(&shared);
