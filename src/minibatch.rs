@@ -191,6 +191,7 @@ pub struct StreamData<T> {
 }
 
 /// Where one parsed sequence lies in an input's column.
+#[derive(Clone)]
 struct Span {
     samples: Range<usize>,
     values: Range<usize>,
@@ -232,6 +233,17 @@ impl<T: Element> StreamData<T> {
         seq: usize,
         max_sparse_values: usize,
     ) -> Result<(), PackError> {
+        self.check_shape(input, col)?;
+        let span = locate(input, col, seq)?;
+        if self.format == StorageFormat::Sparse {
+            let held = self.values.len() as u64;
+            self.check_sparse(input, col, &span, held, max_sparse_values)?;
+        }
+        Ok(())
+    }
+
+    /// Checks that `col` has this stream's format and dimension.
+    fn check_shape(&self, input: usize, col: &InputColumn<T>) -> Result<(), PackError> {
         if col.format != self.format || col.dim != self.dim {
             return Err(PackError::InputMismatch {
                 input,
@@ -239,29 +251,46 @@ impl<T: Element> StreamData<T> {
                 found: (col.format, col.dim),
             });
         }
-        let span = locate(input, col, seq)?;
-        if self.format == StorageFormat::Sparse {
-            let offsets = &col.sample_offsets[span.samples.start..=span.samples.end];
-            if offsets.windows(2).any(|w| w[0] > w[1]) {
-                return Err(PackError::Inconsistent {
-                    input,
-                    what: "sample offsets",
-                });
-            }
-            let total = self.values.len() as u64 + span.values.len() as u64;
-            if total > max_sparse_values as u64 {
-                return Err(PackError::TooManySparseValues {
-                    input,
-                    values: total,
-                });
-            }
+        Ok(())
+    }
+
+    /// Checks a sparse span: offsets in order, and `held` values plus its own within
+    /// `max_sparse_values`.
+    fn check_sparse(
+        &self,
+        input: usize,
+        col: &InputColumn<T>,
+        span: &Span,
+        held: u64,
+        max_sparse_values: usize,
+    ) -> Result<(), PackError> {
+        let offsets = &col.sample_offsets[span.samples.start..=span.samples.end];
+        if offsets.windows(2).any(|w| w[0] > w[1]) {
+            return Err(PackError::Inconsistent {
+                input,
+                what: "sample offsets",
+            });
+        }
+        let total = held + span.values.len() as u64;
+        if total > max_sparse_values as u64 {
+            return Err(PackError::TooManySparseValues {
+                input,
+                values: total,
+            });
         }
         Ok(())
     }
 
     /// Appends sequence `seq` of `col`, which [`StreamData::check`] accepted.
     fn append(&mut self, input: usize, col: &InputColumn<T>, seq: usize) -> Result<(), PackError> {
-        let Span { samples, values } = locate(input, col, seq)?;
+        let span = locate(input, col, seq)?;
+        self.append_span(col, &span);
+        Ok(())
+    }
+
+    /// Appends the samples of `span` (found by [`locate`] and checked) from `col`.
+    fn append_span(&mut self, col: &InputColumn<T>, span: &Span) {
+        let Span { samples, values } = span.clone();
         match self.format {
             StorageFormat::Dense => self.values.extend_from_slice(&col.values[values]),
             StorageFormat::Sparse => {
@@ -269,7 +298,7 @@ impl<T: Element> StreamData<T> {
                 let first = values.start;
                 self.values.extend_from_slice(&col.values[values.clone()]);
                 self.row_indices.extend_from_slice(&col.indices[values]);
-                // `check` saw the offsets non-decreasing and `base + their span` within
+                // The check saw the offsets non-decreasing and `base + their span` within
                 // `u32::MAX`, so neither the subtraction nor the conversion loses anything.
                 self.column_starts.extend(
                     col.sample_offsets[samples.start + 1..=samples.end]
@@ -280,7 +309,6 @@ impl<T: Element> StreamData<T> {
         }
         self.samples += samples.len();
         self.sequence_starts.push(self.samples);
-        Ok(())
     }
 }
 
@@ -440,6 +468,87 @@ impl<T: Element> Minibatch<T> {
         seq: usize,
     ) -> Result<(), PackError> {
         self.push_sequence_limited(from, seq, MAX_SPARSE_VALUES)
+    }
+
+    /// Appends several sequences, as [`Minibatch::push_sequence`] on each in order would,
+    /// in passes over all of them (find every sequence's data, check it, then copy input by
+    /// input), so that the memory reads of different sequences overlap instead of waiting
+    /// on each other: sequences drawn at random from large parsed chunks are mostly cache
+    /// misses. On an error, the minibatch holds some of the sequences before the failing
+    /// one and should be dropped.
+    pub fn push_sequences(
+        &mut self,
+        items: &[(&ParsedSequences<T>, usize)],
+    ) -> Result<(), PackError> {
+        self.push_sequences_limited(items, MAX_SPARSE_VALUES)
+    }
+
+    fn push_sequences_limited(
+        &mut self,
+        items: &[(&ParsedSequences<T>, usize)],
+        max_sparse_values: usize,
+    ) -> Result<(), PackError> {
+        let inputs = self.streams.len();
+        // Pass 1: where each sequence's samples and values are, per input.
+        let mut spans = Vec::with_capacity(items.len() * inputs);
+        for &(from, seq) in items {
+            if seq >= from.sequences.len() {
+                return Err(PackError::NoSuchSequence {
+                    seq,
+                    sequences: from.sequences.len(),
+                });
+            }
+            if from.columns.len() != inputs {
+                return Err(PackError::InputCount {
+                    expected: inputs,
+                    found: from.columns.len(),
+                });
+            }
+            for (input, (stream, col)) in self.streams.iter().zip(&from.columns).enumerate() {
+                stream.check_shape(input, col)?;
+                spans.push(locate(input, col, seq)?);
+            }
+        }
+        // Touch the first values (and row indices) of every span, so that their cache misses
+        // are in flight together rather than one copy at a time.
+        for (k, &(from, _)) in items.iter().enumerate() {
+            for (col, span) in from
+                .columns
+                .iter()
+                .zip(&spans[k * inputs..(k + 1) * inputs])
+            {
+                if let Some(&value) = col.values.get(span.values.start) {
+                    std::hint::black_box(value);
+                }
+                if let Some(&index) = col.indices.get(span.values.start) {
+                    std::hint::black_box(index);
+                }
+            }
+        }
+        // Pass 2: sparse offsets in order, and the stored values within bounds, counted as
+        // push_sequence counts them (the running total at each sequence).
+        for (input, stream) in self.streams.iter().enumerate() {
+            if stream.format != StorageFormat::Sparse {
+                continue;
+            }
+            let mut total = stream.values.len() as u64;
+            for (k, &(from, _)) in items.iter().enumerate() {
+                let span = &spans[k * inputs + input];
+                stream.check_sparse(input, &from.columns[input], span, total, max_sparse_values)?;
+                total += span.values.len() as u64;
+            }
+        }
+        // Pass 3: copy, input by input.
+        for (input, stream) in self.streams.iter_mut().enumerate() {
+            for (k, &(from, _)) in items.iter().enumerate() {
+                stream.append_span(&from.columns[input], &spans[k * inputs + input]);
+            }
+        }
+        self.sequences
+            .extend(items.iter().map(|&(from, seq)| MinibatchSequence {
+                key: from.sequences[seq].key,
+            }));
+        Ok(())
     }
 
     /// [`Minibatch::push_sequence`] with a lower bound on sparse stored values (for tests).

@@ -114,6 +114,11 @@ pub struct SourceCounters {
     pub minibatches: u64,
     /// Time spent reading and parsing chunks, summed over the threads that did it.
     pub parse_time: Duration,
+    /// Time spent planning: walking the timeline and computing sweep orders (the look-ahead
+    /// included in the threaded engine).
+    pub plan_time: Duration,
+    /// Time spent copying sequences into minibatches.
+    pub pack_time: Duration,
     /// Time the consumer spent waiting inside `next_minibatch` (for the reference engine,
     /// all the work happens there).
     pub wait_time: Duration,
@@ -367,7 +372,10 @@ impl<T: Element> ReferenceSource<T> {
     fn next_selected(&mut self, size: u64) -> Result<Option<PooledMinibatch<T>>, SourceError> {
         let (end, epoch_end) =
             minibatch_end(self.timeline.position(), self.end, self.limits.epoch_size);
-        let Some(selection) = self.timeline.next_minibatch(size, end) else {
+        let planning = Instant::now();
+        let selection = self.timeline.next_minibatch(size, end);
+        self.counters.plan_time += planning.elapsed();
+        let Some(selection) = selection else {
             return Ok(None);
         };
         let mut batch = self.pool.take_pooled();
@@ -449,11 +457,13 @@ impl<T: Element> ReferenceSource<T> {
         for &chunk in &needed {
             self.ensure_loaded(chunk)?;
         }
+        let packing = Instant::now();
         for &ordinal in &selection.sequences {
             if let Some(loaded) = self.chunks.get(&chunk_of(&self.index, ordinal)) {
                 push_ordinal(&self.index, loaded, ordinal, batch)?;
             }
         }
+        self.counters.pack_time += packing.elapsed();
         self.evict(&needed);
         Ok(())
     }

@@ -10,7 +10,7 @@
 //! the packer (their prepared minibatches are dropped) and starts new ones at the position
 //! after the last minibatch handed out; the loaders and the cache stay.
 //!
-//! Every channel is bounded: loads (one queued part per loader), planned minibatches and packed
+//! Every channel is bounded: loads (the cache's capacity in parts), planned minibatches and packed
 //! minibatches (`prefetch` each). Shutdown: dropping the engine drops the packed queue, which
 //! ends the packer at its next send and then the planner at its; the cache is closed, which
 //! wakes anyone waiting for a chunk, and the loads channel, which ends the loaders; every
@@ -30,8 +30,8 @@ use crate::parser::Element;
 use crate::pipeline::cache::{ChunkCache, Request};
 use crate::reader::DiagnosticSink;
 use crate::source::{
-    check_checkpoint, check_partition, chunk_of, limit_end, minibatch_end, push_ordinal, Charging,
-    LoadedChunk, ReadLimits, SourceCounters, SourceError,
+    check_checkpoint, check_partition, chunk_of, limit_end, minibatch_end, Charging, LoadedChunk,
+    ReadLimits, SourceCounters, SourceError,
 };
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::channel::{bounded, Receiver, Sender};
@@ -113,6 +113,12 @@ impl Parts {
         Parts { parts, of_chunk }
     }
 
+    /// The part holding the sequence of index ordinal `ordinal`.
+    fn part_of_ordinal(&self, index: &CorpusIndex, ordinal: u32) -> u32 {
+        let chunk = chunk_of(index, ordinal);
+        self.part_of(chunk, ordinal - index.chunk(chunk).sequences.start)
+    }
+
     /// The part holding sequence `within` (index within `chunk`).
     fn part_of(&self, chunk: u32, within: u32) -> u32 {
         let ids = self.of_chunk[chunk as usize].clone();
@@ -133,6 +139,10 @@ struct Shared<T> {
     bytes_read: AtomicU64,
     /// Nanoseconds the loaders spent reading and parsing, summed.
     parse_nanos: AtomicU64,
+    /// Nanoseconds the planner spent walking the timeline.
+    plan_nanos: AtomicU64,
+    /// Nanoseconds the packer spent copying sequences.
+    pack_nanos: AtomicU64,
     budget: Option<Budget>,
     /// Heap bytes of the largest minibatch packed so far.
     largest_minibatch: AtomicU64,
@@ -260,11 +270,8 @@ impl<T: Element> MinibatchSource<T> {
             .max(1);
         // The window, the windows the look-ahead reaches into, and one chunk of slack for
         // parts used recently that are no longer needed (LRU keeps them a while).
-        let capacity = if config.keep_data_in_memory {
-            None
-        } else {
-            Some((window_chunks + 2 * ahead_chunks + 1) * parts_per_chunk)
-        };
+        let window_parts = (window_chunks + 2 * ahead_chunks + 1) * parts_per_chunk;
+        let capacity = (!config.keep_data_in_memory).then_some(window_parts);
         let pool_size = options.prefetch.max(1) + 2;
         // Room of the loaders' text and parse buffers (about three parts each).
         let loader_room = 3 * loader_threads as u64 * part_bytes;
@@ -283,13 +290,17 @@ impl<T: Element> MinibatchSource<T> {
             chunks_loaded: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             parse_nanos: AtomicU64::new(0),
+            plan_nanos: AtomicU64::new(0),
+            pack_nanos: AtomicU64::new(0),
             config: config.clone(),
             index: Arc::clone(&index),
         });
         if let Some(budget) = &shared.budget {
             shared.cache.set_byte_budget(Some(budget.for_cache(0)));
         }
-        let (loads, queue) = bounded::<u32>(loader_threads);
+        // Room for every part the planner may ask for ahead (the cache's capacity), so that
+        // it rarely waits for the loaders and keeps handing minibatches to the packer.
+        let (loads, queue) = bounded::<u32>(window_parts.max(loader_threads));
         let mut loaders = Vec::with_capacity(loader_threads);
         for i in 0..loader_threads {
             let shared = SharedArc::clone(&shared);
@@ -470,6 +481,8 @@ impl<T: Element> MinibatchSource<T> {
             cache_bytes: self.shared.cache.bytes() as u64,
             minibatches: self.minibatches,
             parse_time: Duration::from_nanos(self.shared.parse_nanos.load(Ordering::Relaxed)),
+            plan_time: Duration::from_nanos(self.shared.plan_nanos.load(Ordering::Relaxed)),
+            pack_time: Duration::from_nanos(self.shared.pack_nanos.load(Ordering::Relaxed)),
             wait_time: self.wait_time,
         }
     }
@@ -559,6 +572,12 @@ impl<T: Element> Drop for MinibatchSource<T> {
     }
 }
 
+/// Adds the time since `started` to a nanosecond counter.
+fn add_time(counter: &AtomicU64, started: Instant) {
+    let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    counter.fetch_add(nanos, Ordering::Relaxed);
+}
+
 /// A loader thread: parses the chunks it is asked for into the cache.
 fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
     let mut loader = ChunkLoader::<T>::new(Arc::clone(&shared.index), &shared.config);
@@ -575,8 +594,7 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
                 .load_part(chunk, sequences, &mut parsed)
                 .map(|()| LoadedChunk::new(&shared.index, parsed))
         }));
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        shared.parse_nanos.fetch_add(nanos, Ordering::Relaxed);
+        add_time(&shared.parse_nanos, started);
         let after = loader.counters();
         shared.chunks_loaded.fetch_add(
             after.chunks_loaded - before.chunks_loaded,
@@ -630,6 +648,8 @@ fn run_planner<T>(
     timeline.set_partition(plan.rank, plan.workers);
     timeline.seek(plan.start);
     let mut ahead = timeline.clone();
+    // Per part: 1 + the sweep it was last asked for in, 0 if never.
+    let mut requested_in = vec![0u64; shared.parts.parts.len()];
     loop {
         let position = timeline.position();
         let size = match &plan.schedule {
@@ -640,18 +660,35 @@ fn run_planner<T>(
             None => plan.size,
         };
         let (end, epoch_end) = minibatch_end(position, plan.end, plan.epoch_size);
-        let Some(selection) = timeline.next_minibatch(size, end) else {
+        let planning = Instant::now();
+        let selection = timeline.next_minibatch(size, end);
+        add_time(&shared.plan_nanos, planning);
+        let Some(selection) = selection else {
             let _ = planned.send(None);
             return;
         };
-        // Ask for the chunks of the sequences ahead, in the order they will be packed.
-        while ahead.position() < selection.end.saturating_add(plan.ahead_samples) {
-            let Some(next) = ahead.next_minibatch(1, plan.end) else {
+        // Ask for the parts of the sequences ahead, in the order they will be packed, each
+        // once per sweep (a part evicted before its use is asked for again by the packer).
+        let target = selection.end.saturating_add(plan.ahead_samples);
+        while ahead.position() < target {
+            let position = ahead.position();
+            let sweep = position / plan.sweep_samples;
+            let sweep_end = (sweep + 1).saturating_mul(plan.sweep_samples);
+            let step = target.min(sweep_end) - position;
+            let planning = Instant::now();
+            let next = ahead.next_minibatch(step, plan.end);
+            add_time(&shared.plan_nanos, planning);
+            let Some(next) = next else {
                 break;
             };
             for &ordinal in &next.sequences {
-                if !request(shared, loads, chunk_of(&shared.index, ordinal)) {
-                    return;
+                let part = shared.parts.part_of_ordinal(&shared.index, ordinal);
+                let asked = &mut requested_in[part as usize];
+                if *asked != sweep + 1 {
+                    *asked = sweep + 1;
+                    if !request_part(shared, loads, part) {
+                        return;
+                    }
                 }
             }
         }
@@ -677,6 +714,7 @@ fn run_packer<T: Element>(
     output: &Sender<Item<T>>,
 ) {
     let item = |result: Item<T>| output.send(result).is_ok();
+    let mut packing = Packing::new(&shared.parts);
     loop {
         let next = match planned.recv() {
             Ok(Some(next)) => next,
@@ -693,7 +731,7 @@ fn run_packer<T: Element>(
             }
         };
         let mut batch = shared.pool.take_pooled();
-        match pack(shared, loads, &next.sequences, &mut batch) {
+        match pack(shared, loads, &mut packing, &next.sequences, &mut batch) {
             Ok(true) => {}
             Ok(false) => return, // shutting down
             Err(e) => {
@@ -716,14 +754,7 @@ fn run_packer<T: Element>(
     }
 }
 
-/// Asks for every part of `chunk` to be loaded unless in memory or under way; false once
-/// shutting down.
-fn request<T>(shared: &Shared<T>, loads: &Sender<u32>, chunk: u32) -> bool {
-    shared.parts.of_chunk[chunk as usize]
-        .clone()
-        .all(|part| request_part(shared, loads, part))
-}
-
+/// Asks for `part` to be loaded unless in memory or under way; false once shutting down.
 fn request_part<T>(shared: &Shared<T>, loads: &Sender<u32>, part: u32) -> bool {
     match shared.cache.request(part) {
         Request::Present => true,
@@ -732,34 +763,95 @@ fn request_part<T>(shared: &Shared<T>, loads: &Sender<u32>, part: u32) -> bool {
     }
 }
 
+/// The packer's memory across minibatches: the parts the current minibatch holds, and the
+/// chunks known to be charged (charging is never undone, so this only saves locking).
+struct Packing<T> {
+    held: Vec<(u32, ChunkArc<LoadedChunk<T>>)>,
+    /// Per part: its slot in `held`, or `u32::MAX`.
+    slot_of: Vec<u32>,
+    charged: Vec<bool>,
+}
+
+impl<T> Packing<T> {
+    fn new(parts: &Parts) -> Self {
+        Packing {
+            held: Vec::new(),
+            slot_of: vec![u32::MAX; parts.parts.len()],
+            charged: vec![false; parts.of_chunk.len()],
+        }
+    }
+
+    /// Lets go of the parts held (unpinning them).
+    fn release(&mut self) {
+        for (part, _) in self.held.drain(..) {
+            self.slot_of[part as usize] = u32::MAX;
+        }
+    }
+}
+
 /// Packs `ordinals`; `Ok(false)` once shutting down.
 fn pack<T: Element>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
+    packing: &mut Packing<T>,
     ordinals: &[u32],
     batch: &mut PooledMinibatch<T>,
 ) -> Result<bool, SourceError> {
-    let mut held: Vec<(u32, ChunkArc<LoadedChunk<T>>)> = Vec::new();
+    let packed = pack_held(shared, loads, packing, ordinals, batch);
+    packing.release();
+    packed
+}
+
+fn pack_held<T: Element>(
+    shared: &Shared<T>,
+    loads: &Sender<u32>,
+    packing: &mut Packing<T>,
+    ordinals: &[u32],
+    batch: &mut PooledMinibatch<T>,
+) -> Result<bool, SourceError> {
+    // First every sequence's part (taking and charging as needed) and parsed position...
+    let mut found: Vec<(u32, u32)> = Vec::with_capacity(ordinals.len());
     for &ordinal in ordinals {
         let chunk = chunk_of(&shared.index, ordinal);
         let within = ordinal - shared.index.chunk(chunk).sequences.start;
         let part = shared.parts.part_of(chunk, within);
-        let slot = match held.iter().position(|(p, _)| *p == part) {
-            Some(slot) => slot,
-            None => {
+        let slot = match packing.slot_of[part as usize] {
+            u32::MAX => {
                 // A part not held yet may be the first use of its chunk.
-                if !charge(shared, loads, chunk)? {
-                    return Ok(false);
+                if !packing.charged[chunk as usize] {
+                    if !charge(shared, loads, chunk)? {
+                        return Ok(false);
+                    }
+                    packing.charged[chunk as usize] = true;
                 }
                 let Some(loaded) = take(shared, loads, part)? else {
                     return Ok(false);
                 };
-                held.push((part, loaded));
-                held.len() - 1
+                packing.held.push((part, loaded));
+                let slot = packing.held.len() as u32 - 1;
+                packing.slot_of[part as usize] = slot;
+                slot
             }
+            slot => slot,
         };
-        push_ordinal(&shared.index, &held[slot].1, ordinal, batch)?;
+        let loaded = &packing.held[slot as usize].1;
+        match loaded.positions[(within - loaded.parsed.part.start) as usize] {
+            u32::MAX => {} // invalid: charged, left out
+            position => found.push((slot, position)),
+        }
     }
+    // ...then all of them at once.
+    let items: Vec<_> = found
+        .iter()
+        .map(|&(slot, position)| {
+            let loaded = &packing.held[slot as usize].1;
+            (&loaded.parsed.sequences, position as usize)
+        })
+        .collect();
+    let packing = Instant::now();
+    let pushed = batch.push_sequences(&items).map_err(SourceError::Pack);
+    add_time(&shared.pack_nanos, packing);
+    pushed?;
     Ok(true)
 }
 

@@ -174,6 +174,8 @@ fn read<T: Element>(
         eprintln!("cache misses: {}", counters.cache_misses);
         eprintln!("cache bytes: {}", counters.cache_bytes);
         eprintln!("parse seconds: {:.3}", counters.parse_time.as_secs_f64());
+        eprintln!("plan seconds: {:.3}", counters.plan_time.as_secs_f64());
+        eprintln!("pack seconds: {:.3}", counters.pack_time.as_secs_f64());
         eprintln!("wait seconds: {:.3}", counters.wait_time.as_secs_f64());
     }
     Ok(())
