@@ -1331,6 +1331,19 @@ mod tests {
         mb.push_sequence_limited(&parsed, 0, 9).unwrap();
         mb.push_sequence_limited(&parsed, 3, 10).unwrap();
         assert_matches_reference(&mb, &parsed, &[2, 0, 3]);
+        // All at once: the same limit, counted at the same sequence.
+        let mut at_once = Minibatch::<f32>::new(&inputs);
+        let items = [(&parsed, 2), (&parsed, 0), (&parsed, 3)];
+        assert_eq!(
+            at_once.push_sequences_limited(&items, 9),
+            Err(PackError::TooManySparseValues {
+                input: 1,
+                values: 10
+            })
+        );
+        let mut at_once = Minibatch::<f32>::new(&inputs);
+        at_once.push_sequences_limited(&items, 10).unwrap();
+        assert_eq!(at_once, mb);
         assert_eq!(MAX_SPARSE_VALUES as u64, u64::from(u32::MAX));
     }
 
@@ -1564,6 +1577,14 @@ mod tests {
         pack(&mut mb, &parsed, &reversed);
         assert_matches_reference(&mb, &parsed, &reversed);
         check_padded(&mb, &mut out, &reversed);
+        // Pushing them all at once (in two calls, over a partly filled minibatch) gives the
+        // same minibatch as one at a time.
+        let items: Vec<_> = reversed.iter().map(|&seq| (&parsed, seq)).collect();
+        let mut at_once = Minibatch::new(inputs);
+        let (first, rest) = items.split_at(items.len() / 2);
+        at_once.push_sequences(first).unwrap();
+        at_once.push_sequences(rest).unwrap();
+        assert_eq!(at_once, mb);
     }
 
     proptest! {
