@@ -490,6 +490,18 @@ typedef struct ctf_counters {
    * Seconds the caller waited in `ctf_reader_next`.
    */
   double wait_seconds;
+  /**
+   * Bytes of parsed data the chunk cache holds now.
+   */
+  uint64_t cache_bytes;
+  /**
+   * Seconds spent planning (walking the timeline, computing sweep orders).
+   */
+  double plan_seconds;
+  /**
+   * Seconds spent copying sequences into minibatches.
+   */
+  double pack_seconds;
 } ctf_counters;
 
 /**
@@ -777,6 +789,19 @@ enum ctf_status ctf_config_set_threads(struct ctf_config *config, size_t threads
  * `config` is NULL or a live configuration.
  */
 enum ctf_status ctf_config_set_prefetch(struct ctf_config *config, size_t prefetch);
+
+/**
+ * Bounds the bytes of parsed data the reader keeps (its chunk cache and queued
+ * minibatches) to `bytes`; 0 (the default) sets no bound beyond the randomization window. A
+ * bound below what the window needs makes data be read and parsed again (slower, same
+ * minibatches).
+ *
+ * Thread safety: one thread at a time per configuration.
+ *
+ * # Safety
+ * `config` is NULL or a live configuration.
+ */
+enum ctf_status ctf_config_set_memory_budget(struct ctf_config *config, uint64_t bytes);
 
 /**
  * Reads up to `max_samples` samples of the global timeline (counted from position 0, also

@@ -234,6 +234,9 @@ public:
     Config &max_errors(std::uint64_t n) { return check(ctf_config_set_max_errors(handle_, n)); }
     Config &threads(std::size_t n) { return check(ctf_config_set_threads(handle_, n)); }
     Config &prefetch(std::size_t n) { return check(ctf_config_set_prefetch(handle_, n)); }
+    Config &memory_budget(std::uint64_t bytes) {
+        return check(ctf_config_set_memory_budget(handle_, bytes));
+    }
     Config &partition(std::uint32_t rank, std::uint32_t workers) {
         return check(ctf_config_set_partition(handle_, rank, workers));
     }

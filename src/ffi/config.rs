@@ -77,6 +77,8 @@ pub(crate) struct ReaderOptions {
     pub(crate) threads: usize,
     /// Minibatches packed ahead; 0 is the default (2).
     pub(crate) prefetch: usize,
+    /// Bytes of parsed data kept at most; 0 is no bound.
+    pub(crate) memory_budget: u64,
     pub(crate) limits: ReadLimits,
     pub(crate) schedule: Option<MbSchedule>,
     pub(crate) callback: ctf_diagnostic_callback,
@@ -650,6 +652,29 @@ pub unsafe extern "C" fn ctf_config_set_prefetch(
     unsafe {
         with_config(config, |config| {
             config.options.prefetch = prefetch;
+            Ok(())
+        })
+    }
+}
+
+/// Bounds the bytes of parsed data the reader keeps (its chunk cache and queued
+/// minibatches) to `bytes`; 0 (the default) sets no bound beyond the randomization window. A
+/// bound below what the window needs makes data be read and parsed again (slower, same
+/// minibatches).
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_memory_budget(
+    config: *mut ctf_config,
+    bytes: u64,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe {
+        with_config(config, |config| {
+            config.options.memory_budget = bytes;
             Ok(())
         })
     }

@@ -57,6 +57,12 @@ pub struct ctf_counters {
     pub parse_seconds: f64,
     /// Seconds the caller waited in `ctf_reader_next`.
     pub wait_seconds: f64,
+    /// Bytes of parsed data the chunk cache holds now.
+    pub cache_bytes: u64,
+    /// Seconds spent planning (walking the timeline, computing sweep orders).
+    pub plan_seconds: f64,
+    /// Seconds spent copying sequences into minibatches.
+    pub pack_seconds: f64,
 }
 
 /// Where a reader stands on the global timeline.
@@ -151,6 +157,9 @@ impl ctf_reader {
         }
         if options.prefetch > 0 {
             pipeline.prefetch = options.prefetch;
+        }
+        if options.memory_budget > 0 {
+            pipeline.memory_budget = Some(options.memory_budget);
         }
         let limits = options.limits.clone();
         let mut engine = match config.precision {
@@ -645,6 +654,9 @@ pub unsafe extern "C" fn ctf_reader_counters(
                 minibatches: c.minibatches,
                 parse_seconds: c.parse_time.as_secs_f64(),
                 wait_seconds: c.wait_time.as_secs_f64(),
+                cache_bytes: c.cache_bytes,
+                plan_seconds: c.plan_time.as_secs_f64(),
+                pack_seconds: c.pack_time.as_secs_f64(),
             };
             Ok(())
         })

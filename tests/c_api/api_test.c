@@ -143,6 +143,7 @@ static void test_null_arguments(void) {
     EXPECT(ctf_config_set_partition(NULL, 0, 1), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_threads(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_prefetch(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
+    EXPECT(ctf_config_set_memory_budget(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_max_samples(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_max_sweeps(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_epoch_size(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
@@ -275,6 +276,7 @@ static void test_views(void) {
     OK(ctf_config_set_randomize(config, false));
     OK(ctf_config_set_trace_level(config, 0));
     OK(ctf_config_set_prefetch(config, 3));
+    OK(ctf_config_set_memory_budget(config, 64u << 20));
     reader = open_reader(config);
     ctf_config_free(config); /* the reader holds a copy */
     CHECK(ctf_reader_stream_count(reader) == 3);
@@ -341,6 +343,7 @@ static void test_views(void) {
     CHECK(total_samples[0] == 82 && total_samples[1] == 82 && total_samples[2] == 82);
     OK(ctf_reader_counters(reader, &counters));
     CHECK(counters.minibatches == minibatches && counters.chunks_loaded >= 1 && counters.bytes_read > 0);
+    CHECK(counters.cache_bytes > 0 && counters.cache_bytes <= (64u << 20) && counters.pack_seconds > 0);
     OK(ctf_reader_progress(reader, &progress));
     CHECK(progress.position == 82 && progress.sweep_samples == 82 && progress.epoch_size == 82 &&
           progress.epoch == 1);
