@@ -463,7 +463,7 @@ typedef struct ctf_stream_info {
  */
 typedef struct ctf_counters {
   /**
-   * Chunks parsed (a chunk parsed in parts counts once per part).
+   * Chunks parsed (a chunk parsed in parts counts when its last part is parsed).
    */
   uint64_t chunks_loaded;
   /**

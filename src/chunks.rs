@@ -100,7 +100,7 @@ impl std::error::Error for LoadError {}
 /// What a loader has done so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadCounters {
-    /// Chunks loaded.
+    /// Chunks loaded (a chunk loaded in parts counts when its last part is loaded).
     pub chunks_loaded: u64,
     /// Bytes read from data files.
     pub bytes_read: u64,

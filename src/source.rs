@@ -7,11 +7,16 @@
 //! thread. Its output is the contract the threaded engine reproduces byte for byte.
 //!
 //! Invalid sequences (parse errors, repeated ids) take their place on the timeline but are
-//! left out of the minibatches; each is charged against `maxErrors` once for the life of the
-//! source, when its chunk is first loaded, and reported at `traceLevel >= 1`.
+//! left out of the minibatches. Each is charged against `maxErrors`, and reported at
+//! `traceLevel >= 1` with the warnings of its lines, once for the life of the source, in the
+//! minibatch that would hold it: so a read fails at the same call whatever the chunk size,
+//! part size or thread count, and no chunk must be parsed whole before its first minibatch. A
+//! sequence without samples (no place on the timeline) is carried by the next sequence of its
+//! chunk that has samples, or the chunk's last one that has.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,12 +27,12 @@ use crate::config::{ReaderConfig, WindowSize};
 use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
 use crate::index::{CorpusIndex, IndexError};
 use crate::minibatch::{Minibatch, MinibatchPool, PackError, PooledMinibatch};
-use crate::parser::{Element, InvalidSequence};
+use crate::parser::Element;
 use crate::reader::{DiagnosticSink, ErrorBudget, ReadError};
 use crate::timeline::checkpoint::{fingerprint, Checkpoint, CheckpointError};
 use crate::timeline::schedule::MbSchedule;
 use crate::timeline::{Selection, Timeline, TimelineError};
-use crate::Diagnostic;
+use crate::{Diagnostic, Severity};
 
 /// `max_samples` value meaning one sweep (CNTK's `FULL_DATA_SWEEP`).
 pub const FULL_DATA_SWEEP: u64 = u64::MAX - 1;
@@ -124,19 +129,50 @@ pub struct SourceCounters {
     pub wait_time: Duration,
 }
 
-/// A parsed chunk, and where each of its index sequences is among the parsed ones.
+/// A parsed chunk (or part of one), where each of its index sequences is among the parsed
+/// ones, and what to report when each is first met.
 pub(crate) struct LoadedChunk<T> {
     pub(crate) parsed: ParsedChunk<T>,
-    /// Per sequence of the chunk (index order): its position among the valid parsed
+    /// Per sequence of the part (index order): its position among the valid parsed
     /// sequences, or `u32::MAX` if it is invalid.
     pub(crate) positions: Vec<u32>,
+    /// The warnings of the part, in file order.
+    warnings: Vec<Diagnostic>,
+    /// What each sequence carries to the error budget, by index within the part (sorted).
+    notes: Vec<Notes>,
+}
+
+/// The warnings and invalid sequences a sequence carries: its own, and those of sequences
+/// with no samples (which take no place on the timeline) just before it, or, for the last
+/// sequence with samples of its chunk, just after it.
+struct Notes {
+    within: u32,
+    warnings: Range<usize>,
+    invalid: Range<usize>,
 }
 
 impl<T> LoadedChunk<T> {
     /// A parsed chunk with the map of its sequences.
     pub(crate) fn new(index: &CorpusIndex, parsed: ParsedChunk<T>) -> Self {
         let positions = positions_of(index, parsed.chunk, &parsed);
-        LoadedChunk { parsed, positions }
+        let warnings: Vec<Diagnostic> = parsed
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .cloned()
+            .collect();
+        let notes = notes_of(index, &parsed, &warnings);
+        LoadedChunk {
+            parsed,
+            positions,
+            warnings,
+            notes,
+        }
+    }
+
+    /// Whether no sequence of it carries a warning or an invalid sequence.
+    pub(crate) fn notes_empty(&self) -> bool {
+        self.notes.is_empty()
     }
 
     /// Bytes it holds on the heap: the parsed sequences and the map.
@@ -148,54 +184,100 @@ impl<T> LoadedChunk<T> {
     }
 }
 
-/// Invalid sequences charged against `maxErrors`, once per chunk for the life of a source,
-/// in the order chunks are first used.
+/// Which sequence of `parsed` carries which warnings and invalid sequences (see [`Notes`]).
+fn notes_of<T>(
+    index: &CorpusIndex,
+    parsed: &ParsedChunk<T>,
+    warnings: &[Diagnostic],
+) -> Vec<Notes> {
+    let invalid = &parsed.invalid;
+    if warnings.is_empty() && invalid.is_empty() {
+        return Vec::new();
+    }
+    let chunk = index.chunk(parsed.chunk);
+    let entries =
+        &index.chunk_sequences(parsed.chunk)[parsed.part.start as usize..parsed.part.end as usize];
+    let last_carrier = entries.iter().rposition(|e| e.samples > 0);
+    let (mut w, mut v) = (0, 0);
+    let (mut assigned_w, mut assigned_v) = (0, 0);
+    let mut notes = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        // This sequence's own notes: those before the next sequence's first line.
+        let next_line = entries
+            .get(i + 1)
+            .map_or(u64::MAX, |next| chunk.first_line + u64::from(next.line));
+        while w < warnings.len() && warnings[w].line < next_line {
+            w += 1;
+        }
+        while v < invalid.len() && invalid[v].line < next_line {
+            v += 1;
+        }
+        if entry.samples == 0 {
+            continue; // carried by the next sequence with samples (or the last one)
+        }
+        let (end_w, end_v) = if Some(i) == last_carrier {
+            (warnings.len(), invalid.len())
+        } else {
+            (w, v)
+        };
+        if end_w > assigned_w || end_v > assigned_v {
+            notes.push(Notes {
+                within: i as u32,
+                warnings: assigned_w..end_w,
+                invalid: assigned_v..end_v,
+            });
+        }
+        (assigned_w, assigned_v) = (end_w, end_v);
+    }
+    notes
+}
+
+/// Invalid sequences charged against `maxErrors` and warnings reported, each when the
+/// timeline first delivers the sequence carrying it (in the minibatch that holds, or would
+/// hold, it), once for the life of a source.
 pub(crate) struct Charging {
     budget: ErrorBudget,
     sink: DiagnosticSink,
-    charged: Vec<bool>,
+    /// Ordinals of the sequences whose notes were charged.
+    met: HashSet<u32>,
 }
 
 impl Charging {
-    pub(crate) fn new(config: &ReaderConfig, chunks: usize, sink: DiagnosticSink) -> Self {
+    pub(crate) fn new(config: &ReaderConfig, sink: DiagnosticSink) -> Self {
         Charging {
             budget: ErrorBudget::for_config(config),
             sink,
-            charged: vec![false; chunks],
+            met: HashSet::new(),
         }
     }
 
-    /// Charges the invalid sequences and reports the warnings of a whole parsed chunk,
-    /// unless done before.
-    pub(crate) fn charge<T>(
+    /// Charges what sequence `ordinal` (index `within` its part `loaded`) carries, unless
+    /// done before.
+    pub(crate) fn charge_sequence<T>(
         &mut self,
         index: &CorpusIndex,
-        parsed: &ParsedChunk<T>,
+        loaded: &LoadedChunk<T>,
+        within: u32,
+        ordinal: u32,
     ) -> Result<(), SourceError> {
-        self.charge_chunk(index, parsed.chunk, &parsed.diagnostics, &parsed.invalid)
-    }
-
-    /// Whether `chunk` was charged already.
-    pub(crate) fn is_charged(&self, chunk: u32) -> bool {
-        self.charged[chunk as usize]
-    }
-
-    /// Charges the invalid sequences and reports the warnings of `chunk`, given as lists in
-    /// file order, unless done before.
-    pub(crate) fn charge_chunk(
-        &mut self,
-        index: &CorpusIndex,
-        chunk: u32,
-        diagnostics: &[Diagnostic],
-        invalid: &[InvalidSequence],
-    ) -> Result<(), SourceError> {
-        if self.charged[chunk as usize] {
+        if loaded.notes.is_empty() {
             return Ok(());
         }
-        self.charged[chunk as usize] = true;
-        let file = &index.files[index.chunk(chunk).file as usize].name;
+        let Ok(k) = loaded.notes.binary_search_by_key(&within, |n| n.within) else {
+            return Ok(());
+        };
+        if !self.met.insert(ordinal) {
+            return Ok(());
+        }
+        let notes = &loaded.notes[k];
+        let file = &index.files[index.chunk(loaded.parsed.chunk).file as usize].name;
         self.budget
-            .charge(file, diagnostics, invalid, &mut *self.sink)
+            .charge(
+                file,
+                &loaded.warnings[notes.warnings.clone()],
+                &loaded.parsed.invalid[notes.invalid.clone()],
+                &mut *self.sink,
+            )
             .map_err(|exceeded| SourceError::Data(exceeded.error))
     }
 }
@@ -316,7 +398,7 @@ impl<T: Element> ReferenceSource<T> {
             chunks: HashMap::new(),
             recency: VecDeque::new(),
             cache_capacity,
-            charging: Charging::new(config, index.chunks.len(), sink),
+            charging: Charging::new(config, sink),
             fingerprint: fingerprint(&index, config),
             config: config.clone(),
             index,
@@ -447,15 +529,20 @@ impl<T: Element> ReferenceSource<T> {
         selection: &Selection,
         batch: &mut PooledMinibatch<T>,
     ) -> Result<(), SourceError> {
+        // Sequence by sequence: load its chunk, charge what it carries (so that a load error
+        // and the error budget's come in the order the threaded engine gives them).
         let mut needed: Vec<u32> = Vec::new();
         for &ordinal in &selection.sequences {
             let chunk = chunk_of(&self.index, ordinal);
             if !needed.contains(&chunk) {
+                self.ensure_loaded(chunk)?;
                 needed.push(chunk);
             }
-        }
-        for &chunk in &needed {
-            self.ensure_loaded(chunk)?;
+            if let Some(loaded) = self.chunks.get(&chunk) {
+                let within = ordinal - self.index.chunk(chunk).sequences.start;
+                self.charging
+                    .charge_sequence(&self.index, loaded, within, ordinal)?;
+            }
         }
         let packing = Instant::now();
         for &ordinal in &selection.sequences {
@@ -468,7 +555,7 @@ impl<T: Element> ReferenceSource<T> {
         Ok(())
     }
 
-    /// Loads `chunk` unless it is in memory, charging its invalid sequences on first load.
+    /// Loads `chunk` unless it is in memory.
     fn ensure_loaded(&mut self, chunk: u32) -> Result<(), SourceError> {
         if self.chunks.contains_key(&chunk) {
             self.counters.cache_hits += 1;
@@ -481,7 +568,6 @@ impl<T: Element> ReferenceSource<T> {
         let loaded = self.loader.load(chunk, &mut parsed);
         self.counters.parse_time += started.elapsed();
         loaded.map_err(SourceError::Load)?;
-        self.charging.charge(&self.index, &parsed)?;
         self.chunks
             .insert(chunk, LoadedChunk::new(&self.index, parsed));
         self.recency.push_back(chunk);

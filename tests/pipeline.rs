@@ -392,3 +392,98 @@ fn a_memory_budget_bounds_the_cache_and_keeps_the_minibatches() {
         "a budget below the window's needs reads parts again: {counters:?}"
     );
 }
+
+/// Every warning and invalid sequence is reported once for the life of the source, when the
+/// timeline reaches the sequence carrying it: its own sequence, or for a sequence without
+/// samples (no place on the timeline) the next one with samples, or the last one. Both
+/// engines, at any part size, report the same in the same order and fail at the same call.
+#[test]
+fn errors_and_warnings_are_reported_once_by_their_carrier_at_any_part_size() {
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.ctf");
+    std::fs::write(
+        &path,
+        "0 |x 1 2 |y 0:1\n\
+         1 |x 1 |y 0:1\n\
+         2 |x 5 6\n\
+         3 |x oops 2 |y 0:1\n\
+         4 |x 3 4 |y 0:1\n\
+         5 |x 7 8\n",
+    )
+    .unwrap();
+    let mut cfg = config(&path.to_string_lossy());
+    // Samples are counted on y, so sequences 2 and 5 (no y: invalid) have none.
+    cfg.inputs[1].defines_mb_size = true;
+    cfg.randomize = false;
+    cfg.max_errors = 10;
+    cfg.trace_level = 1;
+    type Log = Arc<Mutex<Vec<(u64, bool)>>>;
+    let logging = |log: &Log| -> DiagnosticSink {
+        let log = Arc::clone(log);
+        Box::new(move |_, d| {
+            let error = d.severity == ctf_reader::Severity::Error;
+            log.lock().unwrap().push((d.line, error));
+        })
+    };
+    // Line 2: a short dense sample (warning); line 3: sequence 2 has no y, carried by
+    // sequence 3; line 4: sequence 3's own error; line 6: sequence 5 has no y, carried by
+    // sequence 4, the last with samples.
+    let expected = vec![(2, false), (3, true), (4, true), (6, true)];
+    let reference_log: Log = Arc::default();
+    let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(3), logging(&reference_log)).unwrap();
+    let want: Vec<_> =
+        std::iter::from_fn(|| r.next_minibatch(1).unwrap().map(|m| m.into_inner())).collect();
+    assert_eq!(*reference_log.lock().unwrap(), expected);
+    for part_bytes in [1, 20, 1 << 20] {
+        let log: Log = Arc::default();
+        let options = PipelineOptions {
+            loader_threads: 2,
+            prefetch: 2,
+            part_bytes,
+            memory_budget: None,
+        };
+        let mut t = MinibatchSource::with_options(&cfg, sweeps(3), logging(&log), options).unwrap();
+        assert_eq!(drain(&mut t, 1), want, "parts of {part_bytes} bytes");
+        assert_eq!(
+            *log.lock().unwrap(),
+            expected,
+            "parts of {part_bytes} bytes"
+        );
+    }
+    // maxErrors = 1: the read fails at the call that reaches sequence 3 (the third
+    // minibatch of one sequence: 0, 1, then 3, which carries two errors).
+    cfg.max_errors = 1;
+    let calls = |mut next: Box<dyn FnMut() -> Result<bool, String>>| {
+        let mut ok = 0;
+        loop {
+            match next() {
+                Ok(true) => ok += 1,
+                Ok(false) => return (ok, None),
+                Err(e) => return (ok, Some(e)),
+            }
+        }
+    };
+    let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
+    let want = calls(Box::new(move || {
+        r.next_minibatch(1)
+            .map(|m| m.is_some())
+            .map_err(|e| e.to_string())
+    }));
+    assert_eq!(want.0, 2);
+    assert!(
+        want.1
+            .as_deref()
+            .is_some_and(|e| e.contains("notes.ctf:4:")),
+        "{want:?}"
+    );
+    for part_bytes in [1, 1 << 20] {
+        let mut t = threaded_parts(&cfg, sweeps(1), 2, 2, part_bytes);
+        let got = calls(Box::new(move || {
+            t.next_minibatch(1)
+                .map(|m| m.is_some())
+                .map_err(|e| e.to_string())
+        }));
+        assert_eq!(got, want, "parts of {part_bytes} bytes");
+    }
+}

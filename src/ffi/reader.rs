@@ -43,7 +43,7 @@ pub struct ctf_stream_info {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ctf_counters {
-    /// Chunks parsed (a chunk parsed in parts counts once per part).
+    /// Chunks parsed (a chunk parsed in parts counts when its last part is parsed).
     pub chunks_loaded: u64,
     /// Bytes read from the data files.
     pub bytes_read: u64,

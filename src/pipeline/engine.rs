@@ -4,7 +4,8 @@
 //! sequences to a packer thread, which packs them into a bounded queue ahead of the consumer.
 //!
 //! Planner and packer run exactly the reference engine's steps ([`crate::source`]): the same
-//! timeline, the same packing, invalid sequences charged in the order chunks are first used.
+//! timeline, the same packing, invalid sequences charged and warnings reported in the minibatch
+//! that would hold them.
 //! Loaders only parse, in any order, so the output does not depend on the number of threads
 //! or on timing. A restore, a new partition or a new minibatch size stops the planner and
 //! the packer (their prepared minibatches are dropped) and starts new ones at the position
@@ -98,11 +99,16 @@ impl Parts {
         for chunk in 0..index.chunks.len() as u32 {
             let first_part = parts.len() as u32;
             let entries = index.chunk_sequences(chunk);
+            // Cut only after a sequence with samples that is not the chunk's last one, so
+            // that sequences without samples stay with the sequence carrying their errors
+            // (the next with samples, or the last; see `source::Notes`).
+            let last_carrier = entries.iter().rposition(|e| e.samples > 0);
             let mut start = 0usize;
             let mut bytes = 0u64;
             for (i, entry) in entries.iter().enumerate() {
                 bytes += u64::from(entry.len);
-                if bytes >= part_bytes || i + 1 == entries.len() {
+                let may_cut = entry.samples > 0 && last_carrier.is_some_and(|last| i < last);
+                if (bytes >= part_bytes && may_cut) || i + 1 == entries.len() {
                     parts.push((chunk, start as u32..(i + 1) as u32));
                     start = i + 1;
                     bytes = 0;
@@ -286,7 +292,7 @@ impl<T: Element> MinibatchSource<T> {
             pool: Arc::new(MinibatchPool::new(&config.inputs, pool_size)),
             budget,
             largest_minibatch: AtomicU64::new(0),
-            charging: Mutex::new(Charging::new(config, index.chunks.len(), sink)),
+            charging: Mutex::new(Charging::new(config, sink)),
             chunks_loaded: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             parse_nanos: AtomicU64::new(0),
@@ -763,13 +769,11 @@ fn request_part<T>(shared: &Shared<T>, loads: &Sender<u32>, part: u32) -> bool {
     }
 }
 
-/// The packer's memory across minibatches: the parts the current minibatch holds, and the
-/// chunks known to be charged (charging is never undone, so this only saves locking).
+/// The packer's memory across minibatches: the parts the current minibatch holds.
 struct Packing<T> {
     held: Vec<(u32, ChunkArc<LoadedChunk<T>>)>,
     /// Per part: its slot in `held`, or `u32::MAX`.
     slot_of: Vec<u32>,
-    charged: Vec<bool>,
 }
 
 impl<T> Packing<T> {
@@ -777,7 +781,6 @@ impl<T> Packing<T> {
         Packing {
             held: Vec::new(),
             slot_of: vec![u32::MAX; parts.parts.len()],
-            charged: vec![false; parts.of_chunk.len()],
         }
     }
 
@@ -817,13 +820,6 @@ fn pack_held<T: Element>(
         let part = shared.parts.part_of(chunk, within);
         let slot = match packing.slot_of[part as usize] {
             u32::MAX => {
-                // A part not held yet may be the first use of its chunk.
-                if !packing.charged[chunk as usize] {
-                    if !charge(shared, loads, chunk)? {
-                        return Ok(false);
-                    }
-                    packing.charged[chunk as usize] = true;
-                }
                 let Some(loaded) = take(shared, loads, part)? else {
                     return Ok(false);
                 };
@@ -835,7 +831,14 @@ fn pack_held<T: Element>(
             slot => slot,
         };
         let loaded = &packing.held[slot as usize].1;
-        match loaded.positions[(within - loaded.parsed.part.start) as usize] {
+        let within = within - loaded.parsed.part.start;
+        if !loaded.notes_empty() {
+            let Ok(mut charging) = shared.charging.lock() else {
+                return Ok(false);
+            };
+            charging.charge_sequence(&shared.index, loaded, within, ordinal)?;
+        }
+        match loaded.positions[within as usize] {
             u32::MAX => {} // invalid: charged, left out
             position => found.push((slot, position)),
         }
@@ -852,33 +855,6 @@ fn pack_held<T: Element>(
     let pushed = batch.push_sequences(&items).map_err(SourceError::Pack);
     add_time(&shared.pack_nanos, packing);
     pushed?;
-    Ok(true)
-}
-
-/// On the first use of `chunk`, charges its invalid sequences and reports its warnings, all
-/// parts together in file order (as the reference engine does for a whole chunk); `Ok(false)`
-/// once shutting down.
-fn charge<T: Element>(
-    shared: &Shared<T>,
-    loads: &Sender<u32>,
-    chunk: u32,
-) -> Result<bool, SourceError> {
-    let Ok(mut charging) = shared.charging.lock() else {
-        return Ok(false);
-    };
-    if charging.is_charged(chunk) {
-        return Ok(true);
-    }
-    let mut diagnostics = Vec::new();
-    let mut invalid = Vec::new();
-    for part in shared.parts.of_chunk[chunk as usize].clone() {
-        let Some(loaded) = take(shared, loads, part)? else {
-            return Ok(false);
-        };
-        diagnostics.extend_from_slice(&loaded.parsed.diagnostics);
-        invalid.extend_from_slice(&loaded.parsed.invalid);
-    }
-    charging.charge_chunk(&shared.index, chunk, &diagnostics, &invalid)?;
     Ok(true)
 }
 

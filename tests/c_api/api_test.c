@@ -518,13 +518,19 @@ static void test_malformed_data(void) {
     fputs("1 |x 1 2 3\n2 |x 1 oops 3\n3 |x 4 5 6\n", f);
     fclose(f);
 
-    /* maxErrors = 0: the invalid sequence fails the read, with file:line:col. */
+    /* maxErrors = 0: the invalid sequence fails the read where the timeline reaches it (after
+       sequence 1), with file:line:col. */
     OK(ctf_config_new(&config));
     OK(ctf_config_add_file(config, bad_ctf));
     OK(ctf_config_add_input(config, "x", NULL, 3, CTF_STORAGE_DENSE));
     OK(ctf_config_set_randomize(config, false));
     OK(ctf_config_set_diagnostic_callback(config, collect, &calls));
     reader = open_reader(config);
+    OK(ctf_reader_next(reader, 1, &mb));
+    OK(ctf_minibatch_get_info(mb, &mi));
+    CHECK(mi.sequences == 1 && mi.keys[0] == 1);
+    ctf_minibatch_free(mb);
+    mb = NULL;
     EXPECT(ctf_reader_next(reader, 1, &sentinel), CTF_STATUS_DATA_ERROR);
     CHECK(contains(ctf_reader_message(reader), "bad.ctf:2:8"));
     CHECK(contains(ctf_reader_message(reader), "oops"));
