@@ -104,6 +104,45 @@ fn examples() -> Option<&'static Built> {
         .as_ref()
 }
 
+/// The system libraries a static link of the library needs (its pkg-config `Libs.private`).
+const STATIC_LIBS: [&str; 7] = [
+    "-lgcc_s",
+    "-lutil",
+    "-lrt",
+    "-lpthread",
+    "-lm",
+    "-ldl",
+    "-lc",
+];
+
+/// Compiles the C11 program `source` into `exe` against the static library, with the
+/// warnings of the examples (`-Werror`); panics with the compiler's output on failure.
+fn compile_c(source: &Path, exe: &Path) {
+    let out = Command::new("cc")
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Wpedantic",
+            "-Werror",
+            "-g",
+        ])
+        .arg(format!("-I{ROOT}/include"))
+        .arg(source)
+        .arg(lib_dir().join("libctf_reader.a"))
+        .args(STATIC_LIBS)
+        .arg("-o")
+        .arg(exe)
+        .output()
+        .expect("cc runs");
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "compiling {} failed\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        source.display()
+    );
+}
+
 /// The C test program, compiled once with the warnings of the examples.
 fn api_test() -> Option<&'static (tempfile::TempDir, PathBuf)> {
     static BUILT: OnceLock<Option<(tempfile::TempDir, PathBuf)>> = OnceLock::new();
@@ -115,37 +154,7 @@ fn api_test() -> Option<&'static (tempfile::TempDir, PathBuf)> {
             }
             let dir = tempfile::tempdir().expect("temporary directory");
             let exe = dir.path().join("api_test");
-            let lib = lib_dir().join("libctf_reader.a");
-            let out = Command::new("cc")
-                .args([
-                    "-std=c11",
-                    "-Wall",
-                    "-Wextra",
-                    "-Wpedantic",
-                    "-Werror",
-                    "-g",
-                ])
-                .arg(format!("-I{ROOT}/include"))
-                .arg(format!("{ROOT}/tests/c_api/api_test.c"))
-                .arg(lib)
-                .args([
-                    "-lgcc_s",
-                    "-lutil",
-                    "-lrt",
-                    "-lpthread",
-                    "-lm",
-                    "-ldl",
-                    "-lc",
-                ])
-                .arg("-o")
-                .arg(&exe)
-                .output()
-                .expect("cc runs");
-            let (stdout, stderr) = text(&out);
-            assert!(
-                out.status.success(),
-                "compiling api_test.c failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-            );
+            compile_c(&Path::new(ROOT).join("tests/c_api/api_test.c"), &exe);
             Some((dir, exe))
         })
         .as_ref()
@@ -509,25 +518,7 @@ fn readme_c_program_compiles_and_reads_two_sweeps() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("minimal.c"), program).unwrap();
     let exe = dir.path().join("minimal");
-    let out = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror"])
-        .arg(format!("-I{ROOT}/include"))
-        .arg(dir.path().join("minimal.c"))
-        .arg(lib_dir().join("libctf_reader.a"))
-        .args([
-            "-lgcc_s",
-            "-lutil",
-            "-lrt",
-            "-lpthread",
-            "-lm",
-            "-ldl",
-            "-lc",
-        ])
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("cc runs");
-    assert!(out.status.success(), "{}", text(&out).1);
+    compile_c(&dir.path().join("minimal.c"), &exe);
     let stdout = run_ok(&exe, &[]);
     let expected = parse_json_lines(&run_ok(
         Path::new(CTF),
@@ -574,25 +565,7 @@ fn dlpack_structs_have_the_layout_of_dlpack_h() {
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("dlpack_layout");
-    let out = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror"])
-        .arg(format!("-I{ROOT}/include"))
-        .arg(format!("{ROOT}/tests/c_api/dlpack_layout.c"))
-        .arg(lib_dir().join("libctf_reader.a"))
-        .args([
-            "-lgcc_s",
-            "-lutil",
-            "-lrt",
-            "-lpthread",
-            "-lm",
-            "-ldl",
-            "-lc",
-        ])
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("cc runs");
-    assert!(out.status.success(), "{}", text(&out).1);
+    compile_c(&Path::new(ROOT).join("tests/c_api/dlpack_layout.c"), &exe);
     let stdout = if have("valgrind") {
         memcheck(&exe, &[ROOT])
     } else {
