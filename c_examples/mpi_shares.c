@@ -34,6 +34,18 @@ static int compare_keys(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The next minibatch of `reader`, NULL at the end of the data; aborts the job on an error. */
+static ctf_minibatch *next_or_abort(ctf_reader *reader, uint64_t mb_size, int rank) {
+    ctf_minibatch *mb = NULL;
+    ctf_status status = ctf_reader_next(reader, mb_size, &mb);
+    if (status == CTF_STATUS_END_OF_DATA) return NULL;
+    if (status != CTF_STATUS_OK) {
+        fprintf(stderr, "rank %d: %s\n", rank, ctf_reader_message(reader));
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return mb;
+}
+
 int main(int argc, char **argv) {
     int rank = 0, size = 1, ok = 1, all_ok = 0;
     const char *path;
@@ -61,14 +73,9 @@ int main(int argc, char **argv) {
     reader = open_reader(path, 0, 1, 1);
     if (reader == NULL) MPI_Abort(MPI_COMM_WORLD, 2);
     for (;;) {
-        ctf_minibatch *mb = NULL;
         ctf_minibatch_info info;
-        ctf_status status = ctf_reader_next(reader, mb_size, &mb);
-        if (status == CTF_STATUS_END_OF_DATA) break;
-        if (status != CTF_STATUS_OK) {
-            fprintf(stderr, "rank %d: %s\n", rank, ctf_reader_message(reader));
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        ctf_minibatch *mb = next_or_abort(reader, mb_size, rank);
+        if (mb == NULL) break;
         ctf_minibatch_get_info(mb, &info);
         for (i = 0; i < info.sequences; i++) {
             if (nkeys == cap) {
@@ -91,14 +98,9 @@ int main(int argc, char **argv) {
     reader = open_reader(path, (uint32_t)rank, (uint32_t)size, sweeps);
     if (reader == NULL) MPI_Abort(MPI_COMM_WORLD, 2);
     for (;;) {
-        ctf_minibatch *mb = NULL;
         ctf_minibatch_info info;
-        ctf_status status = ctf_reader_next(reader, mb_size, &mb);
-        if (status == CTF_STATUS_END_OF_DATA) break;
-        if (status != CTF_STATUS_OK) {
-            fprintf(stderr, "rank %d: %s\n", rank, ctf_reader_message(reader));
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        ctf_minibatch *mb = next_or_abort(reader, mb_size, rank);
+        if (mb == NULL) break;
         ctf_minibatch_get_info(mb, &info);
         for (i = 0; i < info.sequences; i++) {
             uint64_t *found = bsearch(&info.keys[i], keys, nkeys, sizeof *keys, compare_keys);
