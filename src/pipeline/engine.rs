@@ -234,7 +234,8 @@ impl<T: Element> MinibatchSource<T> {
         Self::with_options(config, limits, sink, PipelineOptions::default())
     }
 
-    /// As [`new`](Self::new), with the given threads, prefetch depth and part size.
+    /// As [`new`](Self::new), with the given threads, prefetch depth, part size and memory
+    /// budget.
     pub fn with_options(
         config: &ReaderConfig,
         limits: ReadLimits,
