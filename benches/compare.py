@@ -240,14 +240,28 @@ class Contender:
         return 100 * (max(self.times) - min(self.times)) / self.median()
 
 
+LOADAVG = []
+
+
+def loadavg():
+    """The 1-minute load average (other work on the machine), where the system has it."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def measure(ctf_reader, others, runs):
     """One warm-up round, then `runs` rounds alternating ctf-reader and the others."""
+    LOADAVG.append(loadavg())
     everyone = [ctf_reader] + others
     for c in everyone:
         c.once()
     for _ in range(runs):
         for c in everyone:
             c.times.append(c.once())
+    LOADAVG.append(loadavg())
 
 
 def main():
@@ -343,6 +357,12 @@ def print_table(rows, args):
             speed = "—" if c is mine else f"{c.median() / base:.2f}x"
             print(f"| {shape} | {c.name} | {c.bytes / 1e6:.1f} | {c.median():.3f} | "
                   f"{c.bytes / 1e6 / c.median():.1f} | {c.spread():.0f} | {speed} |")
+    loads = [x for x in LOADAVG if x is not None]
+    if loads:
+        print()
+        print(f"1-minute load average before/after each workload: "
+              f"{' '.join(f'{x:.2f}' for x in loads)} ({os.cpu_count()} CPUs; this script "
+              f"keeps about 1-2 of them busy)")
 
 
 if __name__ == "__main__":
