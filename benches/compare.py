@@ -334,6 +334,8 @@ def compare(ctf, naive, gen, tmp, args):
     elif "numpy" in have:
         run([py, "-c", SEED004_NUMPY, ctf_path])
         log("note: tensorflow unavailable; seed 004 has no tf.data figure")
+    else:
+        log("note: no numpy in a venv (--no-venv, or pip failed): seed 004 is skipped")
     if os.path.exists(ctf_path):
         mine = Contender("ctf-reader (ctf bench, file order, 512-sequence mb)",
                          [ctf, "bench", os.path.join(tmp, "seed004.cntk"), "--mb-size",
