@@ -35,6 +35,9 @@ pub enum Command {
     Stats(DataArgs),
     /// Read minibatches along the timeline, as a trainer would (one sweep by default).
     Read(ReadArgs),
+    /// Read full randomized sweeps as fast as possible and print throughput, time to the
+    /// first minibatch, peak memory and time per stage on stdout.
+    Bench(BenchArgs),
 }
 
 /// Where the data and its configuration come from.
@@ -124,6 +127,23 @@ pub struct ReadArgs {
     /// bytes, parse and wait seconds.
     #[arg(long)]
     pub stats: bool,
+}
+
+/// `ctf bench`'s arguments.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The data to read.
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Minibatch size in samples.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = at_least_one::<u64>)]
+    pub mb_size: u64,
+    /// Loader (parser) threads (default: the available cores).
+    #[arg(long, value_name = "N", value_parser = at_least_one::<u32>)]
+    pub threads: Option<u32>,
+    /// Full sweeps to read.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one::<u64>)]
+    pub sweeps: u64,
 }
 
 /// A byte count: digits, optionally followed by K, M or G (powers of 1024).

@@ -1,9 +1,11 @@
-//! `ctf`: validate, dump, index and summarize CNTK Text Format datasets from the shell.
+//! `ctf`: validate, dump, index, summarize, read and benchmark CNTK Text Format datasets
+//! from the shell.
 //!
 //! Exit codes (SPEC §7.5): 0 ok; 1 data error (beyond maxErrors for readers, any error for
 //! `validate`); 2 usage or configuration error. Data goes to stdout, everything else to
-//! stderr (the `validate`, `index` and `stats` summaries go to stdout).
+//! stderr (the `validate`, `index`, `stats` and `bench` summaries go to stdout).
 
+mod bench;
 mod cli;
 mod dump;
 mod index;
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         cli::Command::Index(a) => index::run(&a),
         cli::Command::Stats(a) => stats::run(&a),
         cli::Command::Read(a) => read::run(&a),
+        cli::Command::Bench(a) => bench::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
