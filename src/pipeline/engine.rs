@@ -519,7 +519,7 @@ impl<T: Element> MinibatchSource<T> {
             ));
         };
         let (output, items) = bounded::<Item<T>>(self.prefetch);
-        let (plans, planned) = bounded::<Option<Planned>>(self.prefetch);
+        let (plans, planned) = bounded::<Option<Vec<Planned>>>(self.prefetch);
         let shared = SharedArc::clone(&self.shared);
         let planner_loads = loads.clone();
         let run = plan.clone();
@@ -638,18 +638,41 @@ struct Planned {
     end: u64,
 }
 
+/// Planned minibatches handed to the packer at once: one handoff (and wake-up) per batch
+/// rather than per minibatch, which matters when minibatches hold a sequence or two.
+const PLAN_BATCH: usize = 32;
+
 /// The planner ("randomizer") thread: walks the timeline (computing each sweep's order),
 /// asks for the chunks of the sequences up to `ahead_samples` past the minibatch it plans,
-/// and hands the minibatches' sequences to the packer; `None` at the end.
+/// and hands the minibatches' sequences to the packer in batches of up to [`PLAN_BATCH`]
+/// (and half the look-ahead); `None` at the end.
 fn run_planner<T>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     plan: &Plan,
-    planned: &Sender<Option<Planned>>,
+    planned: &Sender<Option<Vec<Planned>>>,
 ) {
+    let mut batch = Vec::with_capacity(PLAN_BATCH);
+    plan_into(shared, loads, plan, planned, &mut batch);
+}
+
+/// The planner's loop; returns at the end (having sent it) or when shutting down.
+fn plan_into<T>(
+    shared: &Shared<T>,
+    loads: &Sender<u32>,
+    plan: &Plan,
+    planned: &Sender<Option<Vec<Planned>>>,
+    batch: &mut Vec<Planned>,
+) {
+    let finish = |batch: &mut Vec<Planned>| {
+        if !batch.is_empty() && planned.send(Some(std::mem::take(batch))).is_err() {
+            return;
+        }
+        let _ = planned.send(None);
+    };
     let timeline = Timeline::new(Arc::clone(&shared.index), &shared.config);
     let Ok(mut timeline) = timeline else {
-        let _ = planned.send(None);
+        finish(batch);
         return;
     };
     timeline.set_partition(plan.rank, plan.workers);
@@ -657,6 +680,8 @@ fn run_planner<T>(
     let mut ahead = timeline.clone();
     // Per part: 1 + the sweep it was last asked for in, 0 if never.
     let mut requested_in = vec![0u64; shared.parts.parts.len()];
+    // Where the minibatches of `batch` start.
+    let mut batch_start = 0;
     loop {
         let position = timeline.position();
         let size = match &plan.schedule {
@@ -671,7 +696,7 @@ fn run_planner<T>(
         let selection = timeline.next_minibatch(size, end);
         add_time(&shared.plan_nanos, planning);
         let Some(selection) = selection else {
-            let _ = planned.send(None);
+            finish(batch);
             return;
         };
         // Ask for the parts of the sequences ahead, in the order they will be packed, each
@@ -700,14 +725,23 @@ fn run_planner<T>(
             }
         }
         timeline.share_sweep_ahead(&ahead);
-        let next = Planned {
+        if batch.is_empty() {
+            batch_start = selection.start;
+        }
+        batch.push(Planned {
             sequences: selection.sequences,
             sweep_end: selection.sweep_end,
             epoch_end: epoch_end.is_some_and(|e| selection.end >= e),
             end: selection.end,
-        };
-        if planned.send(Some(next)).is_err() {
-            return; // the packer stopped
+        });
+        // A batch also ends after half the look-ahead, so that the packer never lags the
+        // requests by more than the cache holds.
+        let span = selection.end - batch_start;
+        if batch.len() == PLAN_BATCH || span >= (plan.ahead_samples / 2).max(1) {
+            let full = std::mem::replace(batch, Vec::with_capacity(PLAN_BATCH));
+            if planned.send(Some(full)).is_err() {
+                return; // the packer stopped
+            }
         }
     }
 }
@@ -717,25 +751,32 @@ fn run_planner<T>(
 fn run_packer<T: Element>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
-    planned: &Receiver<Option<Planned>>,
+    planned: &Receiver<Option<Vec<Planned>>>,
     output: &Sender<Item<T>>,
 ) {
     let item = |result: Item<T>| output.send(result).is_ok();
     let mut packing = Packing::new(&shared.parts);
+    let mut batch: std::vec::IntoIter<Planned> = Vec::new().into_iter();
     loop {
-        let next = match planned.recv() {
-            Ok(Some(next)) => next,
-            Ok(None) => {
-                let _ = item(Ok(None));
-                return;
-            }
-            Err(_) => {
-                // The planner ended without a word: it panicked.
-                let _ = item(Err(SourceError::Usage(
-                    "the planner thread stopped unexpectedly (it panicked)".to_string(),
-                )));
-                return;
-            }
+        let next = match batch.next() {
+            Some(next) => next,
+            None => match planned.recv() {
+                Ok(Some(next)) => {
+                    batch = next.into_iter();
+                    continue;
+                }
+                Ok(None) => {
+                    let _ = item(Ok(None));
+                    return;
+                }
+                Err(_) => {
+                    // The planner ended without a word: it panicked.
+                    let _ = item(Err(SourceError::Usage(
+                        "the planner thread stopped unexpectedly (it panicked)".to_string(),
+                    )));
+                    return;
+                }
+            },
         };
         let mut batch = shared.pool.take_pooled();
         match pack(shared, loads, &mut packing, &next.sequences, &mut batch) {
