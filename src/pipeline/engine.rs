@@ -11,8 +11,9 @@
 //! the packer (their prepared minibatches are dropped) and starts new ones at the position
 //! after the last minibatch handed out; the loaders and the cache stay.
 //!
-//! Every channel is bounded: loads (the cache's capacity in parts), planned minibatches and packed
-//! minibatches (`prefetch` each). Shutdown: dropping the engine drops the packed queue, which
+//! Every channel is bounded: loads (the cache's capacity in parts), batches of planned
+//! minibatches and packed minibatches (`prefetch` each). Shutdown: dropping the engine drops
+//! the packed queue, which
 //! ends the packer at its next send and then the planner at its; the cache is closed, which
 //! wakes anyone waiting for a chunk, and the loads channel, which ends the loaders; every
 //! thread is joined. An error reaches the consumer in order, as an item of the queue; a loader
