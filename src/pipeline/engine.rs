@@ -13,10 +13,9 @@
 //!
 //! Every channel is bounded: loads (the cache's capacity in parts), batches of planned
 //! minibatches and packed minibatches (`prefetch` each). Shutdown: dropping the engine drops
-//! the packed queue, which
-//! ends the packer at its next send and then the planner at its; the cache is closed, which
-//! wakes anyone waiting for a chunk, and the loads channel, which ends the loaders; every
-//! thread is joined. An error reaches the consumer in order, as an item of the queue; a loader
+//! the packed queue, which ends the packer at its next send and then the planner at its; the
+//! cache is closed, which wakes anyone waiting for a chunk, and the loads channel, which ends
+//! the loaders; every thread is joined. An error reaches the consumer in order, as an item of the queue; a loader
 //! that panics stores the panic as its chunk's error, and a planner or packer that panics ends
 //! the queue, which the consumer sees as an error.
 
