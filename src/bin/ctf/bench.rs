@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ctf_reader::minibatch::Minibatch;
 use ctf_reader::reader::stderr_sink;
-use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits, SourceError};
+use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits};
 use ctf_reader::{Element, Precision, ReaderConfig, StorageFormat};
 
 use crate::cli::BenchArgs;
@@ -23,15 +23,6 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     match config.precision {
         Precision::Float => bench::<f32>(&config, args, start),
         Precision::Double => bench::<f64>(&config, args, start),
-    }
-}
-
-fn failure(e: SourceError) -> Failure {
-    match e {
-        SourceError::Usage(m) => Failure::Usage(format!("error: {m}")),
-        SourceError::Checkpoint(e) => Failure::Usage(format!("error: {e}")),
-        SourceError::Timeline(e) => Failure::Data(format!("error: {e}")),
-        other => Failure::Data(other.to_string()),
     }
 }
 
@@ -86,12 +77,12 @@ fn bench<T: Element>(
     };
     let opening = Instant::now();
     let mut source = MinibatchSource::<T>::with_options(config, limits, stderr_sink(), options)
-        .map_err(failure)?;
+        .map_err(Failure::from)?;
     let index_time = opening.elapsed();
     let reading = Instant::now();
     let mut first_minibatch: Option<Duration> = None;
     let mut totals = Totals::default();
-    while let Some(batch) = source.next_minibatch(args.mb_size).map_err(failure)? {
+    while let Some(batch) = source.next_minibatch(args.mb_size).map_err(Failure::from)? {
         if first_minibatch.is_none() {
             first_minibatch = Some(start.elapsed());
         }

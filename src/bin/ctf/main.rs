@@ -19,6 +19,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
+use ctf_reader::source::SourceError;
 
 /// Why a command failed, mapped to the exit code contract.
 pub enum Failure {
@@ -28,6 +29,18 @@ pub enum Failure {
     Usage(String),
     /// Exit 1 with nothing more to print (the command reported the details itself).
     DataReported,
+}
+
+impl From<SourceError> for Failure {
+    /// A reading error: a misuse (bad restore token, rank) is exit 2, the data's exit 1.
+    fn from(e: SourceError) -> Self {
+        match e {
+            SourceError::Usage(m) => Failure::Usage(format!("error: {m}")),
+            SourceError::Checkpoint(e) => Failure::Usage(format!("error: {e}")),
+            SourceError::Timeline(e) => Failure::Data(format!("error: {e}")),
+            other => Failure::Data(other.to_string()),
+        }
+    }
 }
 
 fn main() -> ExitCode {

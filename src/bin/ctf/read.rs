@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use ctf_reader::minibatch::Minibatch;
 use ctf_reader::reader::stderr_sink;
+use ctf_reader::source::ReadLimits;
 use ctf_reader::source::{MinibatchSource, PipelineOptions};
-use ctf_reader::source::{ReadLimits, SourceError};
 use ctf_reader::timeline::checkpoint::Checkpoint;
 use ctf_reader::timeline::schedule::MbSchedule;
 use ctf_reader::{Element, Precision, ReaderConfig};
@@ -69,15 +69,6 @@ pub fn run(args: &ReadArgs) -> Result<(), Failure> {
     }
 }
 
-fn failure(e: SourceError) -> Failure {
-    match e {
-        SourceError::Usage(m) => Failure::Usage(format!("error: {m}")),
-        SourceError::Checkpoint(e) => Failure::Usage(format!("error: {e}")),
-        SourceError::Timeline(e) => Failure::Data(format!("error: {e}")),
-        other => Failure::Data(other.to_string()),
-    }
-}
-
 fn read<T: Element>(
     config: &ReaderConfig,
     limits: ReadLimits,
@@ -96,9 +87,9 @@ fn read<T: Element>(
     options.memory_budget = args.memory_budget;
     let mut source =
         MinibatchSource::<T>::with_options(config, limits.clone(), stderr_sink(), options)
-            .map_err(failure)?;
+            .map_err(Failure::from)?;
     if let Some(checkpoint) = &restore {
-        source.restore(checkpoint).map_err(failure)?;
+        source.restore(checkpoint).map_err(Failure::from)?;
     }
     source.set_schedule(schedule);
     let total = match (limits.max_samples, limits.max_sweeps) {
@@ -122,7 +113,7 @@ fn read<T: Element>(
                 if let Some(p) = &progress {
                     p.finish();
                 }
-                return Err(failure(e));
+                return Err(Failure::from(e));
             }
         };
         if let Some(p) = &progress {
