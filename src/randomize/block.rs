@@ -100,8 +100,9 @@ pub fn chunk_order(chunk_count: usize, seed: u64, sweep: u64) -> Vec<u32> {
 /// The chunk order is uniform over permutations, and with a window covering the sweep so is
 /// the sequence order (every draw is then accepted and the loop is Fisher-Yates).
 ///
-/// Memory is O(sequences) of `u32`s: one `u32` per sequence for the working permutation plus
-/// the two `u32`s per sequence of the result, and O(chunks) for the layout and windows.
+/// Memory is O(sequences) of `u32`s: two per sequence while shuffling (the working
+/// permutation and each sequence's home chunk) plus the two per sequence of the result, and
+/// O(chunks) for the layout and windows.
 ///
 /// # Panics
 ///
