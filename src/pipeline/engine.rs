@@ -816,6 +816,9 @@ struct Packing<T> {
     held: Vec<(u32, ChunkArc<LoadedChunk<T>>)>,
     /// Per part: its slot in `held`, or `u32::MAX`.
     slot_of: Vec<u32>,
+    /// The current minibatch's valid sequences as (slot in `held`, parsed position); kept
+    /// for its allocation.
+    found: Vec<(u32, u32)>,
 }
 
 impl<T> Packing<T> {
@@ -823,6 +826,7 @@ impl<T> Packing<T> {
         Packing {
             held: Vec::new(),
             slot_of: vec![u32::MAX; parts.parts.len()],
+            found: Vec::new(),
         }
     }
 
@@ -855,7 +859,7 @@ fn pack_held<T: Element>(
     batch: &mut PooledMinibatch<T>,
 ) -> Result<bool, SourceError> {
     // First every sequence's part (taking and charging as needed) and parsed position...
-    let mut found: Vec<(u32, u32)> = Vec::with_capacity(ordinals.len());
+    packing.found.clear();
     for &ordinal in ordinals {
         let chunk = chunk_of(&shared.index, ordinal);
         let within = ordinal - shared.index.chunk(chunk).sequences.start;
@@ -882,11 +886,12 @@ fn pack_held<T: Element>(
         }
         match loaded.positions[within as usize] {
             u32::MAX => {} // invalid: charged, left out
-            position => found.push((slot, position)),
+            position => packing.found.push((slot, position)),
         }
     }
     // ...then all of them at once.
-    let items: Vec<_> = found
+    let items: Vec<_> = packing
+        .found
         .iter()
         .map(|&(slot, position)| {
             let loaded = &packing.held[slot as usize].1;
