@@ -108,6 +108,12 @@ struct Export {
     _keep: Arc<MinibatchData>,
 }
 
+/// The deleter DLPack consumers call on an export: frees it, letting go of the minibatch's
+/// buffers it kept alive.
+///
+/// # Safety
+/// `tensor` is NULL or a tensor made by `export` and not deleted before (DLPack's contract:
+/// the consumer calls the deleter once).
 unsafe extern "C" fn delete_export(tensor: *mut ctf_dl_managed_tensor) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         if tensor.is_null() {
