@@ -298,6 +298,19 @@ pub unsafe extern "C" fn ctf_reader_new(
     })
 }
 
+/// A reader with the default options of a configuration just read, its warnings printed on
+/// standard error.
+fn reader_of(
+    read: Result<(ReaderConfig, Vec<crate::config::ConfigWarning>), crate::config::ConfigError>,
+    out: &mut *mut ctf_reader,
+) -> CallResult {
+    let (config, warnings) = read.map_err(|e| config_failure(&e))?;
+    for w in &warnings {
+        eprintln!("{w}");
+    }
+    new_reader(config, ReaderOptions::default(), out)
+}
+
 /// Makes a reader, with the default options, of the reader section of BrainScript `text`
 /// (`section` as in `ctf_config_from_brainscript`; NULL for the default). Warnings of the
 /// configuration go to standard error (`ctf_config_from_brainscript` keeps them instead).
@@ -321,12 +334,7 @@ pub unsafe extern "C" fn ctf_reader_from_brainscript(
                 out_arg(out, "out")?,
             )
         };
-        let (config, warnings) = ReaderConfig::from_brainscript(text, "<text>", section)
-            .map_err(|e| config_failure(&e))?;
-        for w in &warnings {
-            eprintln!("{w}");
-        }
-        new_reader(config, ReaderOptions::default(), out)
+        reader_of(ReaderConfig::from_brainscript(text, "<text>", section), out)
     })
 }
 
@@ -354,12 +362,10 @@ pub unsafe extern "C" fn ctf_reader_from_file(
                 out_arg(out, "out")?,
             )
         };
-        let (config, warnings) = ReaderConfig::from_file(std::path::Path::new(path), section)
-            .map_err(|e| config_failure(&e))?;
-        for w in &warnings {
-            eprintln!("{w}");
-        }
-        new_reader(config, ReaderOptions::default(), out)
+        reader_of(
+            ReaderConfig::from_file(std::path::Path::new(path), section),
+            out,
+        )
     })
 }
 
