@@ -771,7 +771,8 @@ enum ctf_status ctf_config_set_partition(struct ctf_config *config,
                                          uint32_t workers);
 
 /**
- * Sets the number of loader (parser) threads; 0 (the default) uses the available cores.
+ * Sets the number of loader (parser) threads, and of packer threads; 0 (the default) uses
+ * the available cores for each.
  *
  * Thread safety: one thread at a time per configuration.
  *

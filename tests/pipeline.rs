@@ -54,20 +54,23 @@ fn threaded(
     cfg: &ReaderConfig,
     limits: ReadLimits,
     loaders: usize,
+    packers: usize,
     prefetch: usize,
 ) -> MinibatchSource<f32> {
-    threaded_parts(cfg, limits, loaders, prefetch, 1 << 20)
+    threaded_parts(cfg, limits, loaders, packers, prefetch, 1 << 20)
 }
 
 fn threaded_parts(
     cfg: &ReaderConfig,
     limits: ReadLimits,
     loaders: usize,
+    packers: usize,
     prefetch: usize,
     part_bytes: u64,
 ) -> MinibatchSource<f32> {
     let options = PipelineOptions {
         loader_threads: loaders,
+        packer_threads: packers,
         prefetch,
         part_bytes,
         memory_budget: None,
@@ -109,9 +112,17 @@ fn same_minibatches_at_any_thread_count_and_prefetch() {
         cfg.randomize = randomize;
         let want = reference(&cfg, sweeps(3), 13);
         for loaders in [1, 2, 4, 8] {
-            for prefetch in [1, 2, 5] {
-                let got = drain(&mut threaded(&cfg, sweeps(3), loaders, prefetch), 13);
-                assert_eq!(got, want, "{loaders} loaders, prefetch {prefetch}");
+            for packers in [1, 2, 3] {
+                for prefetch in [1, 2, 5] {
+                    let got = drain(
+                        &mut threaded(&cfg, sweeps(3), loaders, packers, prefetch),
+                        13,
+                    );
+                    assert_eq!(
+                        got, want,
+                        "{loaders} loaders, {packers} packers, prefetch {prefetch}"
+                    );
+                }
             }
         }
     }
@@ -129,7 +140,7 @@ fn chunks_parsed_in_parts_give_the_same_minibatches() {
     for part_bytes in [1, 100, 1 << 20] {
         for loaders in [1, 3] {
             let got = drain(
-                &mut threaded_parts(&cfg, sweeps(2), loaders, 2, part_bytes),
+                &mut threaded_parts(&cfg, sweeps(2), loaders, 2, 2, part_bytes),
                 11,
             );
             assert_eq!(got, want, "parts of {part_bytes} bytes, {loaders} loaders");
@@ -174,7 +185,7 @@ fn chunks_parsed_in_parts_give_the_same_minibatches() {
         "the third invalid sequence fails the read"
     );
     for part_bytes in [1, 50] {
-        let mut t = threaded_parts(&bad, sweeps(2), 2, 2, part_bytes);
+        let mut t = threaded_parts(&bad, sweeps(2), 2, 2, 2, part_bytes);
         let got = outcome(Box::new(move || {
             t.next_minibatch(5)
                 .map(|m| m.map(|m| m.into_inner()))
@@ -190,7 +201,7 @@ fn restores_partitions_and_size_changes_match_the_reference() {
     let file = write_corpus(dir.path(), 120);
     let cfg = config(&file);
     let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(2), quiet()).unwrap();
-    let mut t = threaded(&cfg, sweeps(2), 3, 2);
+    let mut t = threaded(&cfg, sweeps(2), 3, 2, 2);
     let mut checkpoints = Vec::new();
     // A script of calls, the same on both engines.
     for step in 0..60u64 {
@@ -234,7 +245,7 @@ fn errors_arrive_in_order() {
     let mut cfg = config(&path.to_string_lossy());
     cfg.randomize = false;
     let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
-    let mut t = threaded(&cfg, sweeps(1), 4, 3);
+    let mut t = threaded(&cfg, sweeps(1), 4, 3, 3);
     loop {
         let a = r.next_minibatch(4);
         let b = t.next_minibatch(4);
@@ -262,7 +273,7 @@ fn keep_data_in_memory_reads_every_byte_once_with_threads() {
     let file = write_corpus(dir.path(), 100);
     let mut cfg = config(&file);
     cfg.keep_data_in_memory = true;
-    let mut t = threaded(&cfg, sweeps(3), 2, 2);
+    let mut t = threaded(&cfg, sweeps(3), 2, 2, 2);
     drain(&mut t, 10);
     let bytes = std::fs::metadata(&file).unwrap().len();
     let counters = t.counters();
@@ -285,7 +296,13 @@ fn dropping_mid_prefetch_and_many_readers_do_not_hang() {
     let file = write_corpus(dir.path(), 60);
     let cfg = config(&file);
     for i in 0..1000u64 {
-        let mut t = threaded(&cfg, sweeps(2), 1 + (i % 3) as usize, 1);
+        let mut t = threaded(
+            &cfg,
+            sweeps(2),
+            1 + (i % 3) as usize,
+            1 + (i % 2) as usize,
+            1,
+        );
         // Some readers never read, some stop with full queues, some read to the end.
         match i % 3 {
             0 => {}
@@ -315,7 +332,7 @@ fn smallest_channels_with_1_to_8_loaders_never_hang() {
             let cfg = cfg.clone();
             within(120, &format!("{loaders} loaders"), move || {
                 let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(3), quiet()).unwrap();
-                let mut t = threaded_parts(&cfg, sweeps(3), loaders, 1, 1);
+                let mut t = threaded_parts(&cfg, sweeps(3), loaders, 1 + loaders % 3, 1, 1);
                 let mut checkpoints = vec![t.checkpoint()];
                 for step in 0..150u64 {
                     match step % 11 {
@@ -358,6 +375,7 @@ fn a_memory_budget_bounds_the_cache_and_keeps_the_minibatches() {
     let run = |budget: Option<u64>| {
         let options = PipelineOptions {
             loader_threads: 2,
+            packer_threads: 2,
             prefetch: 2,
             part_bytes: 200,
             memory_budget: budget,
@@ -439,6 +457,7 @@ fn errors_and_warnings_are_reported_once_by_their_carrier_at_any_part_size() {
         let log: Log = Arc::default();
         let options = PipelineOptions {
             loader_threads: 2,
+            packer_threads: 2,
             prefetch: 2,
             part_bytes,
             memory_budget: None,
@@ -478,7 +497,7 @@ fn errors_and_warnings_are_reported_once_by_their_carrier_at_any_part_size() {
         "{want:?}"
     );
     for part_bytes in [1, 1 << 20] {
-        let mut t = threaded_parts(&cfg, sweeps(1), 2, 2, part_bytes);
+        let mut t = threaded_parts(&cfg, sweeps(1), 2, 2, 2, part_bytes);
         let got = calls(Box::new(move || {
             t.next_minibatch(1)
                 .map(|m| m.is_some())

@@ -73,7 +73,7 @@ pub type ctf_diagnostic_callback =
 /// What a reader needs besides the [`ReaderConfig`].
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ReaderOptions {
-    /// Loader threads; 0 is the available cores.
+    /// Loader threads, and packer threads; 0 is the available cores.
     pub(crate) threads: usize,
     /// Minibatches packed ahead; 0 is the default (2).
     pub(crate) prefetch: usize,
@@ -617,7 +617,8 @@ pub unsafe extern "C" fn ctf_config_set_partition(
     }
 }
 
-/// Sets the number of loader (parser) threads; 0 (the default) uses the available cores.
+/// Sets the number of loader (parser) threads, and of packer threads; 0 (the default) uses
+/// the available cores for each.
 ///
 /// Thread safety: one thread at a time per configuration.
 ///

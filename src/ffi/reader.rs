@@ -154,6 +154,7 @@ impl ctf_reader {
         let mut pipeline = PipelineOptions::default();
         if options.threads > 0 {
             pipeline.loader_threads = options.threads;
+            pipeline.packer_threads = options.threads;
         }
         if options.prefetch > 0 {
             pipeline.prefetch = options.prefetch;

@@ -1,24 +1,28 @@
 //! The threaded engine, [`MinibatchSource`]: loader threads parse chunks into the shared
 //! [`ChunkCache`]; a planner ("randomizer") thread walks the timeline, computing each sweep's
-//! order, asks for the chunks of the sequences ahead of it and hands each minibatch's
-//! sequences to a packer thread, which packs them into a bounded queue ahead of the consumer.
+//! order, asks for the chunks of the sequences ahead of it and hands batches of planned
+//! minibatches to the packer threads by turns; each packer packs its batches into a bounded
+//! queue of deliveries, and the consumer takes the deliveries in the same turns.
 //!
-//! Planner and packer run exactly the reference engine's steps ([`crate::source`]): the same
-//! timeline, the same packing, invalid sequences charged and warnings reported in the minibatch
-//! that would hold them.
+//! Planner and packers run exactly the reference engine's steps ([`crate::source`]): the
+//! same timeline, the same packing. Invalid sequences are charged and warnings reported by
+//! the consumer as it takes the minibatch that holds (or would hold) them, so in timeline
+//! order whatever packer packed it, and never for minibatches prepared and then dropped.
 //! Loaders only parse, in any order, so the output does not depend on the number of threads
 //! or on timing. A restore, a new partition or a new minibatch size stops the planner and
-//! the packer (their prepared minibatches are dropped) and starts new ones at the position
+//! the packers (their prepared minibatches are dropped) and starts new ones at the position
 //! after the last minibatch handed out; the loaders and the cache stay.
 //!
-//! Every channel is bounded: loads (the cache's capacity in parts), batches of planned
-//! minibatches and packed minibatches (`prefetch` each). Shutdown: dropping the engine drops
-//! the packed queue, which ends the packer at its next send and then the planner at its; the
-//! cache is closed, which wakes anyone waiting for a chunk, and the loads channel, which ends
-//! the loaders; every thread is joined. An error reaches the consumer in order, as an item of the queue; a loader
-//! that panics stores the panic as its chunk's error, and a planner or packer that panics ends
-//! the queue, which the consumer sees as an error.
+//! Every channel is bounded: loads (the cache's capacity in parts), and per packer its
+//! batches of planned minibatches and its deliveries (`prefetch` each). Shutdown: dropping
+//! the engine drops the delivery queues, which ends each packer at its next send and then
+//! the planner at its; the cache is closed, which wakes anyone waiting for a chunk, and the
+//! loads channel, which ends the loaders; every thread is joined. An error reaches the
+//! consumer in order, as an item of the queue; a loader that panics stores the panic as its
+//! chunk's error, and a planner or packer that panics ends its queue, which the consumer
+//! sees as an error.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,15 +54,21 @@ use crate::timeline::{Timeline, TimelineError};
 pub struct PipelineOptions {
     /// Loader threads parsing chunks (at least 1).
     pub loader_threads: usize,
-    /// Minibatches packed ahead of the consumer (at least 1).
+    /// Packer threads (at least 1). They pack the minibatches by turns, a batch of planned
+    /// minibatches each, and the consumer takes them in the same turns: the output does not
+    /// depend on their number.
+    pub packer_threads: usize,
+    /// Deliveries each packer queues ahead of the consumer (at least 1). A delivery is one
+    /// minibatch, or several small ones (about [`OUTPUT_BATCH_BYTES`] at most, and at most a
+    /// planned batch), so that small minibatches cost one handoff per delivery.
     pub prefetch: usize,
     /// Bytes a loader parses at once: chunks are split into parts of about this size at
     /// sequence boundaries, so that one chunk is parsed on every loader (default 1 MiB).
     pub part_bytes: u64,
     /// Most bytes of parsed data the engine keeps (default: no limit beyond the window).
     /// The chunk cache keeps its parts within the budget less the room of the minibatches
-    /// that can be queued or held (the largest packed so far, times the pool's size) and of
-    /// the loaders' buffers; it evicts the least recently used parts to stay there, also
+    /// that can be queued or held (the largest packed so far, times the deliveries that can be
+    /// alive at once) and of the loaders' buffers; it evicts the least recently used parts to stay there, also
     /// with `keepDataInMemory`. The parts of the minibatch being packed are never evicted, so
     /// a budget smaller than they need is exceeded by them; a budget smaller than the window
     /// and look-ahead makes parts be read again.
@@ -66,10 +76,12 @@ pub struct PipelineOptions {
 }
 
 impl Default for PipelineOptions {
-    /// The available cores as loaders, 2 minibatches ahead.
+    /// The available cores as loaders and as packers, 2 deliveries ahead.
     fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         PipelineOptions {
-            loader_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            loader_threads: cores,
+            packer_threads: cores,
             prefetch: 2,
             part_bytes: PART_BYTES,
             memory_budget: None,
@@ -79,7 +91,43 @@ impl Default for PipelineOptions {
 
 type Loaded<T> = crate::pipeline::cache::Loaded<LoadedChunk<T>, LoadError>;
 type Cache<T> = ChunkCache<LoadedChunk<T>, LoadError>;
-type Item<T> = Result<Option<PooledMinibatch<T>>, SourceError>;
+
+/// A packed minibatch and what its sequences carry to the error budget, which the consumer
+/// charges when it takes the minibatch (so in timeline order, whatever packer packed it).
+struct Packed<T: Element> {
+    batch: PooledMinibatch<T>,
+    charges: Vec<Charge<T>>,
+}
+
+/// A sequence whose part has warnings or invalid sequences: what
+/// [`Charging::charge_sequence`] needs (the part stays pinned until charged).
+struct Charge<T> {
+    part: ChunkArc<LoadedChunk<T>>,
+    within: u32,
+    ordinal: u32,
+}
+
+/// What a packer hands the consumer.
+enum Output<T: Element> {
+    /// Packed minibatches in timeline order; `ends_turn` on the last ones of the packer's
+    /// planned batch (the next minibatch then comes from the next packer).
+    Packed {
+        minibatches: Vec<Packed<T>>,
+        ends_turn: bool,
+    },
+    /// The end of the read.
+    End,
+    /// The next minibatch cannot be packed: charge `charges` (those of its sequences before
+    /// the failure), then report `error`.
+    Failed {
+        charges: Vec<Charge<T>>,
+        error: SourceError,
+    },
+}
+
+/// A packer sends its packed minibatches at the end of its planned batch, or once they hold
+/// this many bytes.
+pub const OUTPUT_BATCH_BYTES: usize = 1 << 20;
 
 /// The default of [`PipelineOptions::part_bytes`].
 pub const PART_BYTES: u64 = 1 << 20;
@@ -159,17 +207,23 @@ struct Budget {
     total: u64,
     /// The loaders' buffers.
     fixed: u64,
-    /// Minibatches that can be alive at once (queued, being packed, held by the consumer
-    /// within the pool's size).
-    minibatches: u64,
+    /// Deliveries that can be alive at once: queued, being packed, received by the consumer.
+    deliveries: u64,
 }
 
 impl Budget {
     /// What the cache may hold when the largest minibatch takes `largest` bytes.
     fn for_cache(&self, largest: u64) -> usize {
+        // A delivery holds up to a planned batch of minibatches, and stops growing once past
+        // OUTPUT_BATCH_BYTES; the consumer holds one or two more. Idle minibatches in the
+        // pool were all alive at once before, so they fit in the same room.
+        let delivery = (PLAN_BATCH as u64)
+            .saturating_mul(largest)
+            .min((OUTPUT_BATCH_BYTES as u64).saturating_add(largest));
         let room = self
             .fixed
-            .saturating_add(self.minibatches.saturating_mul(largest));
+            .saturating_add(self.deliveries.saturating_mul(delivery))
+            .saturating_add(2u64.saturating_mul(largest));
         usize::try_from(self.total.saturating_sub(room)).unwrap_or(usize::MAX)
     }
 }
@@ -187,12 +241,24 @@ struct Plan {
     workers: u32,
     /// Samples of own sequences the packer keeps requested ahead of what it packs.
     ahead_samples: u64,
+    /// Samples a batch of planned minibatches spans at most (beyond its last minibatch).
+    /// The packers' queues hold `packers x (prefetch + 1)` batches at most, so this keeps
+    /// the slowest packer within the look-ahead of the planner, and the parts it asked for
+    /// within the cache's capacity.
+    batch_span: u64,
 }
 
-/// A running packer and planner, and the plan they follow.
+/// Running packers and planner, the plan they follow, and what the consumer received.
 struct Packer<T: Element> {
-    output: Receiver<Item<T>>,
-    /// The packer, then the planner.
+    /// Per packer: its deliveries.
+    outputs: Vec<Receiver<Output<T>>>,
+    /// The packer whose deliveries come next.
+    turn: usize,
+    /// Minibatches received and not yet handed out, in order.
+    ready: VecDeque<Packed<T>>,
+    /// Whether `ready` ends the current packer's turn.
+    ready_ends_turn: bool,
+    /// The packers, then the planner.
     threads: Vec<JoinHandle<()>>,
     plan: Plan,
     finished: bool,
@@ -214,6 +280,7 @@ pub struct MinibatchSource<T: Element> {
     loads: Option<Sender<u32>>,
     loaders: Vec<JoinHandle<()>>,
     packer: Option<Packer<T>>,
+    packer_threads: usize,
     prefetch: usize,
     /// Global position after the last minibatch handed out.
     position: u64,
@@ -279,13 +346,17 @@ impl<T: Element> MinibatchSource<T> {
         // parts used recently that are no longer needed (LRU keeps them a while).
         let window_parts = (window_chunks + 2 * ahead_chunks + 1) * parts_per_chunk;
         let capacity = (!config.keep_data_in_memory).then_some(window_parts);
-        let pool_size = options.prefetch.max(1) + 2;
+        let packer_threads = options.packer_threads.max(1);
+        let prefetch = options.prefetch.max(1);
+        // Per packer: its queue and the delivery it builds; and the consumer's.
+        let deliveries = packer_threads * (prefetch + 1) + 1;
+        let pool_size = deliveries * PLAN_BATCH + 2;
         // Room of the loaders' text and parse buffers (about three parts each).
         let loader_room = 3 * loader_threads as u64 * part_bytes;
         let budget = options.memory_budget.map(|budget| Budget {
             total: budget,
             fixed: loader_room,
-            minibatches: pool_size as u64,
+            deliveries: deliveries as u64,
         });
         let shared = SharedArc::new(Shared {
             parts,
@@ -339,7 +410,8 @@ impl<T: Element> MinibatchSource<T> {
             loads: Some(loads),
             loaders,
             packer: None,
-            prefetch: options.prefetch.max(1),
+            packer_threads,
+            prefetch,
             position: 0,
             minibatches: 0,
             wait_time: Duration::ZERO,
@@ -393,31 +465,50 @@ impl<T: Element> MinibatchSource<T> {
         let Some(packer) = &mut self.packer else {
             return Err(SourceError::Usage("no packer thread".to_string()));
         };
-        if packer.finished {
-            return Ok(None);
-        }
-        let started = Instant::now();
-        let received = packer.output.recv();
-        self.wait_time += started.elapsed();
-        match received {
-            Ok(Ok(Some(batch))) => {
+        loop {
+            if packer.finished {
+                return Ok(None);
+            }
+            if let Some(packed) = packer.ready.pop_front() {
+                if let Err(e) = charge(&self.shared, &packed.charges) {
+                    packer.finished = true;
+                    return Err(e);
+                }
+                let batch = packed.batch;
                 self.position = batch.position;
                 self.minibatches += 1;
-                Ok(Some(batch))
+                return Ok(Some(batch));
             }
-            Ok(Ok(None)) => {
-                packer.finished = true;
-                Ok(None)
+            if packer.ready_ends_turn {
+                packer.turn = (packer.turn + 1) % packer.outputs.len();
+                packer.ready_ends_turn = false;
             }
-            Ok(Err(e)) => {
-                packer.finished = true;
-                Err(e)
-            }
-            Err(_) => {
-                packer.finished = true;
-                Err(SourceError::Usage(
-                    "the packer thread stopped unexpectedly (it panicked)".to_string(),
-                ))
+            let started = Instant::now();
+            let received = packer.outputs[packer.turn].recv();
+            self.wait_time += started.elapsed();
+            match received {
+                Ok(Output::Packed {
+                    minibatches,
+                    ends_turn,
+                }) => {
+                    packer.ready.extend(minibatches);
+                    packer.ready_ends_turn = ends_turn;
+                }
+                Ok(Output::End) => {
+                    packer.finished = true;
+                    return Ok(None);
+                }
+                Ok(Output::Failed { charges, error }) => {
+                    packer.finished = true;
+                    charge(&self.shared, &charges)?;
+                    return Err(error);
+                }
+                Err(_) => {
+                    packer.finished = true;
+                    return Err(SourceError::Usage(
+                        "a packer thread stopped unexpectedly (it panicked)".to_string(),
+                    ));
+                }
             }
         }
     }
@@ -509,6 +600,9 @@ impl<T: Element> MinibatchSource<T> {
             rank: self.rank,
             workers: self.workers,
             ahead_samples: self.ahead_samples,
+            batch_span: (self.ahead_samples
+                / (self.packer_threads as u64 * (self.prefetch as u64 + 1)))
+                .max(1),
         }
     }
 
@@ -518,48 +612,76 @@ impl<T: Element> MinibatchSource<T> {
                 "the source is shutting down".to_string(),
             ));
         };
-        let (output, items) = bounded::<Item<T>>(self.prefetch);
-        let (plans, planned) = bounded::<Option<Vec<Planned>>>(self.prefetch);
+        let mut outputs = Vec::with_capacity(self.packer_threads);
+        let mut plans = Vec::with_capacity(self.packer_threads);
+        let mut threads = Vec::with_capacity(self.packer_threads + 1);
+        for i in 0..self.packer_threads {
+            let (output, delivered) = bounded::<Output<T>>(self.prefetch);
+            let (planned_to, planned) = bounded::<Option<Vec<Planned>>>(self.prefetch);
+            let shared = SharedArc::clone(&self.shared);
+            let loads = loads.clone();
+            let spawned = Builder::new()
+                .name(format!("ctf-packer-{i}"))
+                .spawn(move || run_packer(&shared, &loads, &planned, &output));
+            match spawned {
+                Ok(thread) => threads.push(thread),
+                Err(e) => {
+                    // Without their plans the packers started end at once.
+                    drop(plans);
+                    for thread in threads {
+                        let _ = thread.join();
+                    }
+                    return Err(SourceError::Usage(format!(
+                        "cannot start a packer thread: {e}"
+                    )));
+                }
+            }
+            outputs.push(delivered);
+            plans.push(planned_to);
+        }
         let shared = SharedArc::clone(&self.shared);
         let planner_loads = loads.clone();
         let run = plan.clone();
         let planner = Builder::new()
             .name("ctf-planner".to_string())
-            .spawn(move || run_planner(&shared, &planner_loads, &run, &plans))
-            .map_err(|e| SourceError::Usage(format!("cannot start the planner thread: {e}")))?;
-        let shared = SharedArc::clone(&self.shared);
-        let loads = loads.clone();
-        let packer = Builder::new()
-            .name("ctf-packer".to_string())
-            .spawn(move || run_packer(&shared, &loads, &planned, &output));
-        let packer = match packer {
-            Ok(packer) => packer,
+            .spawn(move || run_planner(&shared, &planner_loads, &run, &plans));
+        match planner {
+            Ok(planner) => threads.push(planner),
             Err(e) => {
-                // The planner's next send fails without a receiver, which ends it.
-                let _ = planner.join();
+                // The plans' senders went with the closure: the packers end at once.
+                for thread in threads {
+                    let _ = thread.join();
+                }
                 return Err(SourceError::Usage(format!(
-                    "cannot start the packer thread: {e}"
+                    "cannot start the planner thread: {e}"
                 )));
             }
-        };
+        }
         self.packer = Some(Packer {
-            output: items,
-            threads: vec![packer, planner],
+            outputs,
+            turn: 0,
+            ready: VecDeque::new(),
+            ready_ends_turn: false,
+            threads,
             plan,
             finished: false,
         });
         Ok(())
     }
 
-    /// Stops the packer and the planner, dropping what they prepared.
+    /// Stops the packers and the planner, dropping what they prepared.
     fn stop_packer(&mut self) {
         if let Some(packer) = self.packer.take() {
             let Packer {
-                output, threads, ..
+                outputs,
+                ready,
+                threads,
+                ..
             } = packer;
-            // Without a receiver the packer's next send fails, which ends it; the minibatches
-            // it prefetched go back to the pool. The planner's next send then fails too.
-            drop(output);
+            // Without a receiver a packer's next send fails, which ends it; the minibatches
+            // prepared go back to the pool. The planner's next send then fails too.
+            drop(outputs);
+            drop(ready);
             for thread in threads {
                 let _ = thread.join();
             }
@@ -577,6 +699,22 @@ impl<T: Element> Drop for MinibatchSource<T> {
             let _ = loader.join();
         }
     }
+}
+
+/// Charges what the sequences of a minibatch carry, in order.
+fn charge<T: Element>(shared: &Shared<T>, charges: &[Charge<T>]) -> Result<(), SourceError> {
+    if charges.is_empty() {
+        return Ok(());
+    }
+    let Ok(mut charging) = shared.charging.lock() else {
+        return Err(SourceError::Usage(
+            "the error budget was poisoned by a panic".to_string(),
+        ));
+    };
+    for c in charges {
+        charging.charge_sequence(&shared.index, &c.part, c.within, c.ordinal)?;
+    }
+    Ok(())
 }
 
 /// Adds the time since `started` to a nanosecond counter.
@@ -644,16 +782,40 @@ const PLAN_BATCH: usize = 32;
 
 /// The planner ("randomizer") thread: walks the timeline (computing each sweep's order),
 /// asks for the chunks of the sequences up to `ahead_samples` past the minibatch it plans,
-/// and hands the minibatches' sequences to the packer in batches of up to [`PLAN_BATCH`]
-/// (and half the look-ahead); `None` at the end.
+/// and hands the minibatches' sequences to the packers by turns, in batches of up to
+/// [`PLAN_BATCH`] (and [`Plan::batch_span`]; the first batch is one minibatch, for the time
+/// to the first one); `None` to every packer at the end.
 fn run_planner<T>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     plan: &Plan,
-    planned: &Sender<Option<Vec<Planned>>>,
+    packers: &[Sender<Option<Vec<Planned>>>],
 ) {
+    let mut planned = Turns { packers, turn: 0 };
     let mut batch = Vec::with_capacity(PLAN_BATCH);
-    plan_into(shared, loads, plan, planned, &mut batch);
+    plan_into(shared, loads, plan, &mut planned, &mut batch);
+}
+
+/// The packers' plan queues, sent to by turns.
+struct Turns<'a> {
+    packers: &'a [Sender<Option<Vec<Planned>>>],
+    turn: usize,
+}
+
+impl Turns<'_> {
+    /// Sends `batch` to the packer whose turn it is; false once the packers stopped.
+    fn send(&mut self, batch: Vec<Planned>) -> bool {
+        let sent = self.packers[self.turn].send(Some(batch)).is_ok();
+        self.turn = (self.turn + 1) % self.packers.len();
+        sent
+    }
+
+    /// Tells every packer that the read ends.
+    fn end(&self) {
+        for packer in self.packers {
+            let _ = packer.send(None);
+        }
+    }
 }
 
 /// The planner's loop; returns at the end (having sent it) or when shutting down.
@@ -661,18 +823,18 @@ fn plan_into<T>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     plan: &Plan,
-    planned: &Sender<Option<Vec<Planned>>>,
+    planned: &mut Turns<'_>,
     batch: &mut Vec<Planned>,
 ) {
-    let finish = |batch: &mut Vec<Planned>| {
-        if !batch.is_empty() && planned.send(Some(std::mem::take(batch))).is_err() {
+    let finish = |planned: &mut Turns<'_>, batch: &mut Vec<Planned>| {
+        if !batch.is_empty() && !planned.send(std::mem::take(batch)) {
             return;
         }
-        let _ = planned.send(None);
+        planned.end();
     };
     let timeline = Timeline::new(Arc::clone(&shared.index), &shared.config);
     let Ok(mut timeline) = timeline else {
-        finish(batch);
+        finish(planned, batch);
         return;
     };
     timeline.set_partition(plan.rank, plan.workers);
@@ -682,6 +844,7 @@ fn plan_into<T>(
     let mut requested_in = vec![0u64; shared.parts.parts.len()];
     // Where the minibatches of `batch` start.
     let mut batch_start = 0;
+    let mut first = true;
     loop {
         let position = timeline.position();
         let size = match &plan.schedule {
@@ -696,7 +859,7 @@ fn plan_into<T>(
         let selection = timeline.next_minibatch(size, end);
         add_time(&shared.plan_nanos, planning);
         let Some(selection) = selection else {
-            finish(batch);
+            finish(planned, batch);
             return;
         };
         // Ask for the parts of the sequences ahead, in the order they will be packed, each
@@ -734,70 +897,101 @@ fn plan_into<T>(
             epoch_end: epoch_end.is_some_and(|e| selection.end >= e),
             end: selection.end,
         });
-        // A batch also ends after half the look-ahead, so that the packer never lags the
-        // requests by more than the cache holds.
+        // A batch also ends after `batch_span`, so that the packers never lag the requests
+        // by more than the cache holds.
         let span = selection.end - batch_start;
-        if batch.len() == PLAN_BATCH || span >= (plan.ahead_samples / 2).max(1) {
+        if first || batch.len() == PLAN_BATCH || span >= plan.batch_span {
+            first = false;
             let full = std::mem::replace(batch, Vec::with_capacity(PLAN_BATCH));
-            if planned.send(Some(full)).is_err() {
-                return; // the packer stopped
+            if !planned.send(full) {
+                return; // the packers stopped
             }
         }
     }
 }
 
-/// The packer thread: packs the planned minibatches in order, charging invalid sequences as
-/// the reference engine does, into the queue the consumer reads.
+/// A packer thread: packs the batches of planned minibatches it is given, in order, and
+/// delivers them to the consumer, a planned batch at a time (or sooner once past
+/// [`OUTPUT_BATCH_BYTES`]). The planner's first batch is one minibatch, so the first
+/// minibatch is delivered as soon as it is packed.
 fn run_packer<T: Element>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     planned: &Receiver<Option<Vec<Planned>>>,
-    output: &Sender<Item<T>>,
+    output: &Sender<Output<T>>,
 ) {
-    let item = |result: Item<T>| output.send(result).is_ok();
+    let deliver = |out: Output<T>| output.send(out).is_ok();
     let mut packing = Packing::new(&shared.parts);
-    let mut batch: std::vec::IntoIter<Planned> = Vec::new().into_iter();
     loop {
-        let next = match batch.next() {
-            Some(next) => next,
-            None => match planned.recv() {
-                Ok(Some(next)) => {
-                    batch = next.into_iter();
-                    continue;
-                }
-                Ok(None) => {
-                    let _ = item(Ok(None));
-                    return;
-                }
-                Err(_) => {
-                    // The planner ended without a word: it panicked.
-                    let _ = item(Err(SourceError::Usage(
-                        "the planner thread stopped unexpectedly (it panicked)".to_string(),
-                    )));
-                    return;
-                }
-            },
-        };
-        let mut batch = shared.pool.take_pooled();
-        match pack(shared, loads, &mut packing, &next.sequences, &mut batch) {
-            Ok(true) => {}
-            Ok(false) => return, // shutting down
-            Err(e) => {
-                let _ = item(Err(e));
+        let batch = match planned.recv() {
+            Ok(Some(batch)) => batch,
+            Ok(None) => {
+                let _ = deliver(Output::End);
                 return;
             }
-        }
-        batch.sweep_end = next.sweep_end;
-        batch.epoch_end = next.epoch_end;
-        batch.position = next.end;
-        if let Some(budget) = &shared.budget {
-            let bytes = batch.heap_bytes() as u64;
-            if bytes > shared.largest_minibatch.fetch_max(bytes, Ordering::Relaxed) {
-                shared.cache.set_byte_budget(Some(budget.for_cache(bytes)));
+            Err(_) => {
+                // The planner ended without a word: it panicked.
+                let _ = deliver(Output::Failed {
+                    charges: Vec::new(),
+                    error: SourceError::Usage(
+                        "the planner thread stopped unexpectedly (it panicked)".to_string(),
+                    ),
+                });
+                return;
             }
-        }
-        if !item(Ok(Some(batch))) {
-            return;
+        };
+        let count = batch.len();
+        let mut delivery = Vec::new();
+        let mut bytes = 0;
+        for (k, next) in batch.into_iter().enumerate() {
+            let mut packed = Packed {
+                batch: shared.pool.take_pooled(),
+                charges: Vec::new(),
+            };
+            match pack(shared, loads, &mut packing, &next.sequences, &mut packed) {
+                Ok(true) => {}
+                Ok(false) => return, // shutting down
+                Err(error) => {
+                    if !delivery.is_empty() {
+                        let minibatches = std::mem::take(&mut delivery);
+                        if !deliver(Output::Packed {
+                            minibatches,
+                            ends_turn: false,
+                        }) {
+                            return;
+                        }
+                    }
+                    let _ = deliver(Output::Failed {
+                        charges: packed.charges,
+                        error,
+                    });
+                    return;
+                }
+            }
+            let batch = &mut packed.batch;
+            batch.sweep_end = next.sweep_end;
+            batch.epoch_end = next.epoch_end;
+            batch.position = next.end;
+            let heap = batch.heap_bytes();
+            if let Some(budget) = &shared.budget {
+                let heap = heap as u64;
+                if heap > shared.largest_minibatch.fetch_max(heap, Ordering::Relaxed) {
+                    shared.cache.set_byte_budget(Some(budget.for_cache(heap)));
+                }
+            }
+            bytes += heap;
+            delivery.push(packed);
+            let ends_turn = k + 1 == count;
+            if ends_turn || bytes >= OUTPUT_BATCH_BYTES {
+                bytes = 0;
+                let minibatches = std::mem::take(&mut delivery);
+                if !deliver(Output::Packed {
+                    minibatches,
+                    ends_turn,
+                }) {
+                    return;
+                }
+            }
         }
     }
 }
@@ -838,17 +1032,19 @@ impl<T> Packing<T> {
     }
 }
 
-/// Packs `ordinals`; `Ok(false)` once shutting down.
+/// Packs `ordinals` into `packed`, noting what its sequences carry to the error budget;
+/// `Ok(false)` once shutting down. On an error, `packed.charges` holds the charges of the
+/// sequences before it.
 fn pack<T: Element>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     packing: &mut Packing<T>,
     ordinals: &[u32],
-    batch: &mut PooledMinibatch<T>,
+    packed: &mut Packed<T>,
 ) -> Result<bool, SourceError> {
-    let packed = pack_held(shared, loads, packing, ordinals, batch);
+    let outcome = pack_held(shared, loads, packing, ordinals, packed);
     packing.release();
-    packed
+    outcome
 }
 
 fn pack_held<T: Element>(
@@ -856,7 +1052,7 @@ fn pack_held<T: Element>(
     loads: &Sender<u32>,
     packing: &mut Packing<T>,
     ordinals: &[u32],
-    batch: &mut PooledMinibatch<T>,
+    packed: &mut Packed<T>,
 ) -> Result<bool, SourceError> {
     // First every sequence's part (taking and charging as needed) and parsed position...
     packing.found.clear();
@@ -879,10 +1075,11 @@ fn pack_held<T: Element>(
         let loaded = &packing.held[slot as usize].1;
         let within = within - loaded.parsed.part.start;
         if !loaded.notes_empty() {
-            let Ok(mut charging) = shared.charging.lock() else {
-                return Ok(false);
-            };
-            charging.charge_sequence(&shared.index, loaded, within, ordinal)?;
+            packed.charges.push(Charge {
+                part: ChunkArc::clone(loaded),
+                within,
+                ordinal,
+            });
         }
         match loaded.positions[within as usize] {
             u32::MAX => {} // invalid: charged, left out
@@ -899,7 +1096,10 @@ fn pack_held<T: Element>(
         })
         .collect();
     let packing = Instant::now();
-    let pushed = batch.push_sequences(&items).map_err(SourceError::Pack);
+    let pushed = packed
+        .batch
+        .push_sequences(&items)
+        .map_err(SourceError::Pack);
     add_time(&shared.pack_nanos, packing);
     pushed?;
     Ok(true)

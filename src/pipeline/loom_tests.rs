@@ -94,6 +94,7 @@ fn engine_model(f: impl Fn() + Sync + Send + 'static) {
 fn options() -> PipelineOptions {
     PipelineOptions {
         loader_threads: 1,
+        packer_threads: 1,
         prefetch: 1,
         part_bytes: 1,
         memory_budget: None,

@@ -69,6 +69,7 @@ fn bench<T: Element>(
     let mut options = PipelineOptions::default();
     if let Some(threads) = args.threads {
         options.loader_threads = threads as usize;
+        options.packer_threads = threads as usize;
     }
     let loader_threads = options.loader_threads;
     let limits = ReadLimits {

@@ -113,10 +113,11 @@ pub struct ReadArgs {
     /// Print one JSON object per minibatch on stdout.
     #[arg(long)]
     pub jsonl: bool,
-    /// Parser threads (default: the available cores).
+    /// Loader (parser) threads, and packer threads (default: the available cores).
     #[arg(long, value_name = "N", value_parser = at_least_one::<u32>)]
     pub threads: Option<u32>,
-    /// Minibatches packed ahead of the consumer (default 2).
+    /// Deliveries of packed minibatches each packer queues ahead of the consumer (default 2;
+    /// a delivery is one minibatch, or several small ones).
     #[arg(long, value_name = "N", value_parser = at_least_one::<usize>)]
     pub prefetch: Option<usize>,
     /// Most bytes of parsed data kept in memory (chunk cache and queued minibatches);
@@ -138,7 +139,7 @@ pub struct BenchArgs {
     /// Minibatch size in samples.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = at_least_one::<u64>)]
     pub mb_size: u64,
-    /// Loader (parser) threads (default: the available cores).
+    /// Loader (parser) threads, and packer threads (default: the available cores).
     #[arg(long, value_name = "N", value_parser = at_least_one::<u32>)]
     pub threads: Option<u32>,
     /// Full sweeps to read.

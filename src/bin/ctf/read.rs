@@ -80,6 +80,7 @@ fn read<T: Element>(
     let mut options = PipelineOptions::default();
     if let Some(threads) = args.threads {
         options.loader_threads = threads as usize;
+        options.packer_threads = threads as usize;
     }
     if let Some(prefetch) = args.prefetch {
         options.prefetch = prefetch;
