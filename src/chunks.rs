@@ -17,7 +17,9 @@ use std::sync::Arc;
 use crate::config::{InputConfig, ReaderConfig};
 use crate::diag::Diagnostic;
 use crate::index::{CorpusIndex, FileStamp};
-use crate::parser::{Element, InvalidSequence, ParsedSequences, StreamOptions, StreamParser};
+use crate::parser::{
+    BufferLengths, Element, InvalidSequence, ParsedSequences, StreamOptions, StreamParser,
+};
 
 /// The parsed content of one chunk.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,6 +116,8 @@ pub struct ChunkLoader<T> {
     buffer: Vec<u8>,
     files: Vec<Option<File>>,
     counters: LoadCounters,
+    /// The text size and output buffer lengths of the last part parsed, to size the next.
+    last_part: Option<(u64, BufferLengths)>,
 }
 
 impl<T: Element> ChunkLoader<T> {
@@ -130,6 +134,7 @@ impl<T: Element> ChunkLoader<T> {
             defining: config.inputs.iter().position(|i| i.defines_mb_size),
             buffer: Vec::new(),
             counters: LoadCounters::default(),
+            last_part: None,
         }
     }
 
@@ -238,6 +243,9 @@ impl<T: Element> ChunkLoader<T> {
             .collect();
         self.parser
             .start_range(indexed.mode, first_line, indexed.key_base, repeated_lines);
+        if let Some((bytes, lengths)) = &self.last_part {
+            self.parser.reserve_output(lengths, to - from, *bytes);
+        }
         let parsed = self
             .parser
             .feed(&self.buffer)
@@ -254,6 +262,7 @@ impl<T: Element> ChunkLoader<T> {
         );
         into.chunk = chunk;
         into.part = part;
+        self.last_part = Some((to - from, into.sequences.buffer_lengths()));
         self.verify(chunk, into).map_err(changed)
     }
 

@@ -131,6 +131,14 @@ pub struct SequenceInfo {
     pub counted_lines: u32,
 }
 
+/// The lengths of the buffers of a [`ParsedSequences`] (per column: values, indices, sample
+/// offsets, sequence offsets; and the sequences).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BufferLengths {
+    pub(crate) columns: Vec<[usize; 4]>,
+    pub(crate) sequences: usize,
+}
+
 /// Parsed sequences in columnar form: the output of the parser.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParsedSequences<T> {
@@ -148,6 +156,43 @@ impl<T: Element> ParsedSequences<T> {
             .map(InputColumn::heap_bytes)
             .sum::<usize>()
             + self.sequences.capacity() * std::mem::size_of::<SequenceInfo>()
+    }
+
+    /// The lengths of its buffers, to size others like them ([`ParsedSequences::reserve_like`]).
+    pub fn buffer_lengths(&self) -> BufferLengths {
+        BufferLengths {
+            columns: self
+                .columns
+                .iter()
+                .map(|c| {
+                    [
+                        c.values.len(),
+                        c.indices.len(),
+                        c.sample_offsets.len(),
+                        c.sequence_offsets.len(),
+                    ]
+                })
+                .collect(),
+            sequences: self.sequences.len(),
+        }
+    }
+
+    /// Reserves room for `num / den` times `lengths` (plus a sixteenth and a little), so that
+    /// parsing text of about that size grows no buffer: a buffer that grows is copied, and
+    /// pages freshly touched twice. A loader sizes each part from the last one it parsed,
+    /// scaled by their text sizes.
+    pub fn reserve_like(&mut self, lengths: &BufferLengths, num: u64, den: u64) {
+        let scaled = |n: usize| {
+            let n = (n as u128 * u128::from(num) / u128::from(den.max(1))) as usize;
+            n.saturating_add(n / 16).saturating_add(16)
+        };
+        for (c, l) in self.columns.iter_mut().zip(&lengths.columns) {
+            c.values.reserve(scaled(l[0]));
+            c.indices.reserve(scaled(l[1]));
+            c.sample_offsets.reserve(scaled(l[2]));
+            c.sequence_offsets.reserve(scaled(l[3]));
+        }
+        self.sequences.reserve(scaled(lengths.sequences));
     }
 
     /// Empty buffers for the given inputs.

@@ -9,7 +9,7 @@ pub mod line;
 pub mod number;
 pub mod stream;
 
-pub use columns::{InputColumn, ParsedSequences, Sample, SequenceInfo};
+pub use columns::{BufferLengths, InputColumn, ParsedSequences, Sample, SequenceInfo};
 pub use line::LineParser;
 pub use number::Element;
 pub use stream::{

@@ -13,7 +13,7 @@ use memchr::{memchr, memrchr};
 
 use crate::config::InputConfig;
 use crate::diag::{Diagnostic, Severity};
-use crate::parser::columns::{ParsedSequences, SequenceInfo};
+use crate::parser::columns::{BufferLengths, ParsedSequences, SequenceInfo};
 use crate::parser::line::{skip_space, LineParser};
 use crate::parser::number::Element;
 
@@ -343,6 +343,12 @@ impl<T: Element> StreamParser<T> {
             lines: repeated_lines,
             next: 0,
         };
+    }
+
+    /// Reserves output room for text `num / den` times the size of text that gave buffers of
+    /// `lengths` (see [`ParsedSequences::reserve_like`]).
+    pub fn reserve_output(&mut self, lengths: &BufferLengths, num: u64, den: u64) {
+        self.out.reserve_like(lengths, num, den);
     }
 
     /// Moves the complete sequences, diagnostics and invalid sequences parsed so far into the
@@ -762,5 +768,52 @@ mod tests {
         let invalid = &p.invalid_sequences()[0];
         assert_eq!((invalid.key, invalid.line), (2, 2));
         assert!(invalid.first_error.message.contains("malformed number 'x'"));
+    }
+
+    /// Output reserved from a similar part's lengths holds the next part without growing
+    /// (a grown buffer is copied), and the parse is the same as without it.
+    #[test]
+    fn output_reserved_like_a_similar_part_does_not_grow() {
+        let text = b"|a 1 |b 0:1 1:2\n|a 2\n|a 3 |b 4:1\n";
+        let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+        p.start_file(0);
+        p.feed(text).unwrap();
+        p.finish_file().unwrap();
+        let lengths = p.sequences().buffer_lengths();
+        let first = p.sequences().clone();
+        let mut out = ParsedSequences::new(&inputs());
+        let (mut diags, mut invalid) = (Vec::new(), Vec::new());
+        p.take_output(&mut out, &mut diags, &mut invalid);
+        // Twice the text: room for twice the lengths, kept while parsing it.
+        p.reserve_output(&lengths, 2, 1);
+        let capacities = |s: &ParsedSequences<f32>| {
+            let mut c: Vec<usize> = s
+                .columns
+                .iter()
+                .flat_map(|c| {
+                    [
+                        c.values.capacity(),
+                        c.indices.capacity(),
+                        c.sample_offsets.capacity(),
+                        c.sequence_offsets.capacity(),
+                    ]
+                })
+                .collect();
+            c.push(s.sequences.capacity());
+            c
+        };
+        let reserved = capacities(p.sequences());
+        let wanted = lengths.columns.iter().flatten().chain([&lengths.sequences]);
+        for (have, &len) in reserved.iter().zip(wanted) {
+            assert!(*have >= 2 * len, "{reserved:?} for {lengths:?}");
+        }
+        p.start_file(0);
+        p.feed(text).unwrap();
+        p.feed(text).unwrap();
+        p.finish_file().unwrap();
+        assert_eq!(capacities(p.sequences()), reserved, "no buffer grew");
+        let mut twice = first.clone();
+        twice.append(&first);
+        assert_eq!(p.sequences().columns, twice.columns);
     }
 }
