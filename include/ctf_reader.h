@@ -502,6 +502,12 @@ typedef struct ctf_counters {
    * Seconds spent copying sequences into minibatches.
    */
   double pack_seconds;
+  /**
+   * Bytes read sequence by sequence for the first minibatch after a start or restore, for
+   * the sequences whose chunks were not loaded yet (the chunks are read whole too, in
+   * `bytes_read`).
+   */
+  uint64_t quick_bytes_read;
 } ctf_counters;
 
 /**

@@ -107,8 +107,12 @@ impl std::error::Error for SourceError {}
 pub struct SourceCounters {
     /// Chunks read and parsed (a chunk read again after eviction counts again).
     pub chunks_loaded: u64,
-    /// Bytes read from data files.
+    /// Bytes read from data files, in chunks or parts of chunks.
     pub bytes_read: u64,
+    /// Bytes the threaded engine read for the first minibatch after a start or restore,
+    /// sequence by sequence, for the sequences whose parts were not loaded yet (so that it
+    /// need not wait for them); their parts are read whole too, in `bytes_read`.
+    pub quick_bytes_read: u64,
     /// Chunk requests served from memory.
     pub cache_hits: u64,
     /// Chunk requests that had to load the chunk.

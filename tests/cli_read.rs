@@ -604,7 +604,13 @@ fn without_jsonl_stdout_is_empty_and_the_summary_is_on_stderr() {
         "samples/s",
         "elapsed",
     ];
-    let counter_keys = ["chunks loaded", "bytes read", "cache hits", "cache misses"];
+    let counter_keys = [
+        "chunks loaded",
+        "bytes read",
+        "quick bytes read",
+        "cache hits",
+        "cache misses",
+    ];
     let value = |stderr: &str, name: &str| -> Option<String> {
         let prefix = format!("{name}: ");
         stderr
@@ -640,6 +646,8 @@ fn without_jsonl_stdout_is_empty_and_the_summary_is_on_stderr() {
     assert!(n("chunks loaded") > 1, "{}", r.stderr);
     let file_size = std::fs::metadata(d.join("d.ctf")).unwrap().len();
     assert!(n("bytes read") >= file_size, "{}", r.stderr);
+    // Read ahead of their parts: at most the first minibatch's 16 samples' lines.
+    assert!(n("quick bytes read") < file_size / 2, "{}", r.stderr);
     // With --jsonl the counters are still on stderr, never on stdout.
     let r = run_expect(
         &["read", "r.cntk", "--mb-size", "16", "--stats", "--jsonl"],

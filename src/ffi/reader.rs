@@ -63,6 +63,10 @@ pub struct ctf_counters {
     pub plan_seconds: f64,
     /// Seconds spent copying sequences into minibatches.
     pub pack_seconds: f64,
+    /// Bytes read sequence by sequence for the first minibatch after a start or restore, for
+    /// the sequences whose chunks were not loaded yet (the chunks are read whole too, in
+    /// `bytes_read`).
+    pub quick_bytes_read: u64,
 }
 
 /// Where a reader stands on the global timeline.
@@ -664,6 +668,7 @@ pub unsafe extern "C" fn ctf_reader_counters(
                 cache_bytes: c.cache_bytes,
                 plan_seconds: c.plan_time.as_secs_f64(),
                 pack_seconds: c.pack_time.as_secs_f64(),
+                quick_bytes_read: c.quick_bytes_read,
             };
             Ok(())
         })

@@ -179,6 +179,11 @@ impl<C, E> ChunkCache<C, E> {
         self.inserted.notify_all();
     }
 
+    /// Whether `chunk` is held (loaded, or failed to load): a take would not wait.
+    pub fn holds(&self, chunk: u32) -> bool {
+        self.lock().chunks.contains(&chunk)
+    }
+
     /// Chunks held (pinned ones included).
     pub fn len(&self) -> usize {
         self.lock().chunks.len()

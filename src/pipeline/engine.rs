@@ -191,6 +191,8 @@ struct Shared<T> {
     charging: Mutex<Charging>,
     chunks_loaded: AtomicU64,
     bytes_read: AtomicU64,
+    /// Bytes read by the packers for first minibatches ([`quick_load`]).
+    quick_bytes_read: AtomicU64,
     /// Nanoseconds the loaders spent reading and parsing, summed.
     parse_nanos: AtomicU64,
     /// Nanoseconds the planner spent walking the timeline.
@@ -367,6 +369,7 @@ impl<T: Element> MinibatchSource<T> {
             charging: Mutex::new(Charging::new(config, sink)),
             chunks_loaded: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
+            quick_bytes_read: AtomicU64::new(0),
             parse_nanos: AtomicU64::new(0),
             plan_nanos: AtomicU64::new(0),
             pack_nanos: AtomicU64::new(0),
@@ -574,6 +577,7 @@ impl<T: Element> MinibatchSource<T> {
         SourceCounters {
             chunks_loaded: self.shared.chunks_loaded.load(Ordering::Relaxed),
             bytes_read: self.shared.bytes_read.load(Ordering::Relaxed),
+            quick_bytes_read: self.shared.quick_bytes_read.load(Ordering::Relaxed),
             cache_hits: cache.hits,
             cache_misses: cache.misses,
             cache_bytes: self.shared.cache.bytes() as u64,
@@ -622,7 +626,7 @@ impl<T: Element> MinibatchSource<T> {
             let loads = loads.clone();
             let spawned = Builder::new()
                 .name(format!("ctf-packer-{i}"))
-                .spawn(move || run_packer(&shared, &loads, &planned, &output));
+                .spawn(move || run_packer(&shared, &loads, &planned, &output, i == 0));
             match spawned {
                 Ok(thread) => threads.push(thread),
                 Err(e) => {
@@ -913,15 +917,18 @@ fn plan_into<T>(
 /// A packer thread: packs the batches of planned minibatches it is given, in order, and
 /// delivers them to the consumer, a planned batch at a time (or sooner once past
 /// [`OUTPUT_BATCH_BYTES`]). The planner's first batch is one minibatch, so the first
-/// minibatch is delivered as soon as it is packed.
+/// minibatch is delivered as soon as it is packed; the `first` packer, which gets it, reads
+/// the sequences of it whose parts are not loaded yet itself (see [`quick_load`]).
 fn run_packer<T: Element>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     planned: &Receiver<Option<Vec<Planned>>>,
     output: &Sender<Output<T>>,
+    first: bool,
 ) {
     let deliver = |out: Output<T>| output.send(out).is_ok();
     let mut packing = Packing::new(&shared.parts);
+    let mut quick = first;
     loop {
         let batch = match planned.recv() {
             Ok(Some(batch)) => batch,
@@ -948,7 +955,16 @@ fn run_packer<T: Element>(
                 batch: shared.pool.take_pooled(),
                 charges: Vec::new(),
             };
-            match pack(shared, loads, &mut packing, &next.sequences, &mut packed) {
+            let outcome = pack(
+                shared,
+                loads,
+                &mut packing,
+                &next.sequences,
+                &mut packed,
+                quick,
+            );
+            quick = false;
+            match outcome {
                 Ok(true) => {}
                 Ok(false) => return, // shutting down
                 Err(error) => {
@@ -1007,13 +1023,19 @@ fn request_part<T>(shared: &Shared<T>, loads: &Sender<u32>, part: u32) -> bool {
 
 /// The packer's memory across minibatches: the parts the current minibatch holds.
 struct Packing<T> {
+    /// Parts held, by part id; [`QUICK`] for the sequences loaded by the packer itself.
     held: Vec<(u32, ChunkArc<LoadedChunk<T>>)>,
     /// Per part: its slot in `held`, or `u32::MAX`.
     slot_of: Vec<u32>,
     /// The current minibatch's valid sequences as (slot in `held`, parsed position); kept
     /// for its allocation.
     found: Vec<(u32, u32)>,
+    /// The packer's own loader, for the first minibatch after a start (created then).
+    quick: Option<ChunkLoader<T>>,
 }
+
+/// The "part id" of sequences a packer loaded itself.
+const QUICK: u32 = u32::MAX;
 
 impl<T> Packing<T> {
     fn new(parts: &Parts) -> Self {
@@ -1021,13 +1043,16 @@ impl<T> Packing<T> {
             held: Vec::new(),
             slot_of: vec![u32::MAX; parts.parts.len()],
             found: Vec::new(),
+            quick: None,
         }
     }
 
     /// Lets go of the parts held (unpinning them).
     fn release(&mut self) {
         for (part, _) in self.held.drain(..) {
-            self.slot_of[part as usize] = u32::MAX;
+            if part != QUICK {
+                self.slot_of[part as usize] = u32::MAX;
+            }
         }
     }
 }
@@ -1041,8 +1066,9 @@ fn pack<T: Element>(
     packing: &mut Packing<T>,
     ordinals: &[u32],
     packed: &mut Packed<T>,
+    quick: bool,
 ) -> Result<bool, SourceError> {
-    let outcome = pack_held(shared, loads, packing, ordinals, packed);
+    let outcome = pack_held(shared, loads, packing, ordinals, packed, quick);
     packing.release();
     outcome
 }
@@ -1053,6 +1079,7 @@ fn pack_held<T: Element>(
     packing: &mut Packing<T>,
     ordinals: &[u32],
     packed: &mut Packed<T>,
+    quick: bool,
 ) -> Result<bool, SourceError> {
     // First every sequence's part (taking and charging as needed) and parsed position...
     packing.found.clear();
@@ -1061,15 +1088,22 @@ fn pack_held<T: Element>(
         let within = ordinal - shared.index.chunk(chunk).sequences.start;
         let part = shared.parts.part_of(chunk, within);
         let slot = match packing.slot_of[part as usize] {
-            u32::MAX => {
-                let Some(loaded) = take(shared, loads, part)? else {
-                    return Ok(false);
-                };
-                packing.held.push((part, loaded));
-                let slot = packing.held.len() as u32 - 1;
-                packing.slot_of[part as usize] = slot;
-                slot
+            u32::MAX if quick && !shared.cache.holds(part) => {
+                match quick_load(shared, packing, chunk, within, part) {
+                    Some(loaded) => {
+                        packing.held.push((QUICK, loaded));
+                        packing.held.len() as u32 - 1
+                    }
+                    None => match take_held(shared, loads, packing, part)? {
+                        Some(slot) => slot,
+                        None => return Ok(false),
+                    },
+                }
             }
+            u32::MAX => match take_held(shared, loads, packing, part)? {
+                Some(slot) => slot,
+                None => return Ok(false),
+            },
             slot => slot,
         };
         let loaded = &packing.held[slot as usize].1;
@@ -1105,6 +1139,77 @@ fn pack_held<T: Element>(
     Ok(true)
 }
 
+/// Takes part `part` into `packing`; its slot, or `None` once shutting down.
+fn take_held<T>(
+    shared: &Shared<T>,
+    loads: &Sender<u32>,
+    packing: &mut Packing<T>,
+    part: u32,
+) -> Result<Option<u32>, SourceError> {
+    let Some(loaded) = take(shared, loads, part)? else {
+        return Ok(None);
+    };
+    packing.held.push((part, loaded));
+    let slot = packing.held.len() as u32 - 1;
+    packing.slot_of[part as usize] = slot;
+    Ok(Some(slot))
+}
+
+/// The sequences (indices within `chunk`) to load for sequence `within` of part `part`
+/// alone: it, the sequences without samples just before it in the part, and those after it
+/// when it is the part's last sequence with samples; it so carries the same notes as in its
+/// part (see `source::Notes`).
+fn quick_range(
+    index: &CorpusIndex,
+    parts: &Parts,
+    chunk: u32,
+    within: u32,
+    part: u32,
+) -> std::ops::Range<u32> {
+    let bounds = parts.parts[part as usize].1.clone();
+    let entries = index.chunk_sequences(chunk);
+    let mut start = within;
+    while start > bounds.start && entries[start as usize - 1].samples == 0 {
+        start -= 1;
+    }
+    let carries_the_rest = entries[within as usize + 1..bounds.end as usize]
+        .iter()
+        .all(|e| e.samples == 0);
+    let end = if carries_the_rest {
+        bounds.end
+    } else {
+        within + 1
+    };
+    start..end
+}
+
+/// Reads and parses sequence `within` of `chunk` (in part `part`) on the packer's own
+/// loader, with the sequences without samples whose notes it carries: those just before it
+/// in its part, and those after it when it is the part's last sequence with samples. The
+/// first minibatch after a start so does not wait for the parts it needs, which with a
+/// window spanning the corpus are nearly all of them; the parts are still loaded whole for
+/// the minibatches after it. `None` on an error, which the part's own load then reports.
+fn quick_load<T: Element>(
+    shared: &Shared<T>,
+    packing: &mut Packing<T>,
+    chunk: u32,
+    within: u32,
+    part: u32,
+) -> Option<ChunkArc<LoadedChunk<T>>> {
+    let range = quick_range(&shared.index, &shared.parts, chunk, within, part);
+    let loader = packing
+        .quick
+        .get_or_insert_with(|| ChunkLoader::new(Arc::clone(&shared.index), &shared.config));
+    let before = loader.counters().bytes_read;
+    let mut parsed = ParsedChunk::new(&shared.config.inputs);
+    let loaded = loader.load_part(chunk, range, &mut parsed);
+    shared
+        .quick_bytes_read
+        .fetch_add(loader.counters().bytes_read - before, Ordering::Relaxed);
+    loaded.ok()?;
+    Some(ChunkArc::new(LoadedChunk::new(&shared.index, parsed)))
+}
+
 /// Takes part `part` from the cache, having it loaded if needed; `None` once shutting down.
 fn take<T>(
     shared: &Shared<T>,
@@ -1122,5 +1227,127 @@ fn take<T>(
             }
             Err(_) => return Ok(None),
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::config::InputConfig;
+    use crate::parser::Sample;
+    use std::sync::Mutex as StdMutex;
+
+    /// What charging a sequence reports: (line, message) of each diagnostic, and the outcome.
+    fn charged<T: Element>(
+        config: &ReaderConfig,
+        index: &CorpusIndex,
+        loaded: &LoadedChunk<T>,
+        within: u32,
+        ordinal: u32,
+    ) -> (Vec<(u64, String)>, bool) {
+        let log: Arc<StdMutex<Vec<(u64, String)>>> = Arc::default();
+        let sink_log = Arc::clone(&log);
+        let mut charging = Charging::new(
+            config,
+            Box::new(move |_, d| sink_log.lock().unwrap().push((d.line, d.message.clone()))),
+        );
+        let ok = charging
+            .charge_sequence(index, loaded, within, ordinal)
+            .is_ok();
+        let reported = log.lock().unwrap().clone();
+        (reported, ok)
+    }
+
+    /// The samples of every input of the valid sequence at `within` (index within the part),
+    /// with its key; `None` for an invalid one.
+    fn sequence_of(loaded: &LoadedChunk<f32>, within: u32) -> Option<(u64, Vec<String>)> {
+        let position = loaded.positions[within as usize];
+        if position == u32::MAX {
+            return None;
+        }
+        let seqs = &loaded.parsed.sequences;
+        let p = position as usize;
+        let samples = (0..seqs.columns.len())
+            .flat_map(|input| {
+                seqs.samples(p, input)
+                    .map(|s: Sample<'_, f32>| format!("{s:?}"))
+            })
+            .collect();
+        Some((seqs.sequences[p].key, samples))
+    }
+
+    /// A sequence loaded alone (what the first minibatch after a start does for the parts not
+    /// loaded yet) is the same as in its part at every part size: the same values, and the
+    /// same warnings and invalid sequences charged with it, also those of the sequences
+    /// without samples it carries (before it, or after it as its part's last).
+    #[test]
+    fn a_sequence_loaded_alone_is_the_same_as_in_its_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.ctf");
+        std::fs::write(
+            &path,
+            "0 |x 1 2 |y 0:1\n1 |x 1 |y 0:1\n2 |x 5 6\n3 |x oops 2 |y 0:1\n4 |x 3 4 |y 0:1\n\
+             5 |x 7 8\n6 |x 9 9\n6 |y 1:1\n7 |x 1 |y 2:1\n8 |x 2 2\n9 |y 3:1\n10 |x 4 4\n",
+        )
+        .unwrap();
+        let mut y = InputConfig::sparse("y", 7);
+        y.defines_mb_size = true;
+        let config = ReaderConfig::builder()
+            .file(path.to_string_lossy())
+            .input(InputConfig::dense("x", 2))
+            .input(y)
+            .chunk_size_in_bytes(60)
+            .max_errors(100)
+            .trace_level(1)
+            .build()
+            .unwrap();
+        let mut indexing = IndexingOptions::for_config(&config);
+        indexing.on_warning = Arc::new(|_| {});
+        let index = build_index(&config, &indexing).unwrap().index;
+        let (mut with_notes, mut before, mut after) = (0, 0, 0);
+        for part_bytes in [1, 20, 45, 1 << 20] {
+            let parts = Parts::new(&index, part_bytes);
+            let mut loader = ChunkLoader::<f32>::new(Arc::clone(&index), &config);
+            for (part, (chunk, bounds)) in parts.parts.iter().enumerate() {
+                let mut parsed = ParsedChunk::new(&config.inputs);
+                loader
+                    .load_part(*chunk, bounds.clone(), &mut parsed)
+                    .unwrap();
+                let whole = LoadedChunk::new(&index, parsed);
+                let first = index.chunk(*chunk).sequences.start;
+                for within in bounds.clone() {
+                    if index.chunk_sequences(*chunk)[within as usize].samples == 0 {
+                        continue; // not on the timeline
+                    }
+                    let range = quick_range(&index, &parts, *chunk, within, part as u32);
+                    before += usize::from(range.start < within);
+                    after += usize::from(range.end > within + 1);
+                    let mut parsed = ParsedChunk::new(&config.inputs);
+                    loader
+                        .load_part(*chunk, range.clone(), &mut parsed)
+                        .unwrap();
+                    let alone = LoadedChunk::new(&index, parsed);
+                    let what =
+                        format!("sequence {within} of chunk {chunk}, parts of {part_bytes} B");
+                    assert_eq!(
+                        sequence_of(&alone, within - range.start),
+                        sequence_of(&whole, within - bounds.start),
+                        "{what}"
+                    );
+                    let ordinal = first + within;
+                    let charged_alone =
+                        charged(&config, &index, &alone, within - range.start, ordinal);
+                    let charged_whole =
+                        charged(&config, &index, &whole, within - bounds.start, ordinal);
+                    with_notes += usize::from(!charged_whole.0.is_empty());
+                    assert_eq!(charged_alone, charged_whole, "{what}");
+                }
+            }
+        }
+        // The file exercises what it is meant to: notes, and carried sequences on both sides.
+        assert!(
+            with_notes > 0 && before > 0 && after > 0,
+            "{with_notes} {before} {after}"
+        );
     }
 }

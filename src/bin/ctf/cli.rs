@@ -124,7 +124,7 @@ pub struct ReadArgs {
     /// a number of bytes, or with a suffix K, M or G (powers of 1024).
     #[arg(long, value_name = "BYTES", value_parser = byte_count)]
     pub memory_budget: Option<u64>,
-    /// Print the counters on stderr: chunks loaded, bytes read, cache hits, misses and
+    /// Print the counters on stderr: chunks loaded, bytes read, quick bytes read, cache hits, misses and
     /// bytes, parse and wait seconds.
     #[arg(long)]
     pub stats: bool,

@@ -3,7 +3,7 @@
 //! With `--jsonl`, one JSON object per non-empty minibatch on stdout: its index, the keys of
 //! its sequences, samples and checksum per input, `sweep_end`, the position after it and the
 //! checkpoint token to resume right after it. Without, a progress bar and a summary on
-//! stderr. `--stats` adds the counters (chunks loaded, bytes read, cache hits and misses,
+//! stderr. `--stats` adds the counters (chunks loaded, bytes read, quick bytes read, cache hits and misses,
 //! seconds spent parsing summed over the loader threads, seconds the consumer waited).
 
 use std::fmt::Write as _;
@@ -162,6 +162,7 @@ fn read<T: Element>(
     if args.stats {
         eprintln!("chunks loaded: {}", counters.chunks_loaded);
         eprintln!("bytes read: {}", counters.bytes_read);
+        eprintln!("quick bytes read: {}", counters.quick_bytes_read);
         eprintln!("cache hits: {}", counters.cache_hits);
         eprintln!("cache misses: {}", counters.cache_misses);
         eprintln!("cache bytes: {}", counters.cache_bytes);
