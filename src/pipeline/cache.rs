@@ -184,6 +184,11 @@ impl<C, E> ChunkCache<C, E> {
         self.lock().chunks.contains(&chunk)
     }
 
+    /// Whether [`ChunkCache::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
     /// Chunks held (pinned ones included).
     pub fn len(&self) -> usize {
         self.lock().chunks.len()

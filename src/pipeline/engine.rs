@@ -734,6 +734,11 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
         let Ok(part) = queue.recv() else {
             return; // the source is shutting down
         };
+        if shared.cache.is_closed() {
+            // Shutting down: the requests still queued (up to the cache's capacity, the
+            // whole corpus with the default window) are dropped, not parsed.
+            return;
+        }
         let (chunk, sequences) = shared.parts.parts[part as usize].clone();
         let before = loader.counters();
         let started = Instant::now();
@@ -1274,6 +1279,47 @@ mod tests {
             })
             .collect();
         Some((seqs.sequences[p].key, samples))
+    }
+
+    /// Dropping the source while the load queue is full parses none of the queued parts:
+    /// with the default window the queue holds the whole corpus, which the loaders would
+    /// otherwise parse before the drop returns.
+    #[test]
+    fn loaders_drop_the_queued_requests_once_the_cache_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.ctf");
+        let text: String = (0..200).map(|i| format!("{i} |x {i} 1\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        let config = ReaderConfig::builder()
+            .file(path.to_string_lossy())
+            .input(InputConfig::dense("x", 2))
+            .trace_level(0)
+            .build()
+            .unwrap();
+        let options = PipelineOptions {
+            loader_threads: 2,
+            packer_threads: 1,
+            prefetch: 1,
+            part_bytes: 1,
+            memory_budget: None,
+        };
+        let source = MinibatchSource::<f32>::with_options(
+            &config,
+            ReadLimits::default(),
+            Box::new(|_, _| {}),
+            options,
+        )
+        .unwrap();
+        let shared = SharedArc::clone(&source.shared);
+        shared.cache.close();
+        let loads = source.loads.clone().unwrap();
+        for part in 0..shared.parts.parts.len() as u32 {
+            loads.send(part).unwrap();
+        }
+        drop(loads);
+        drop(source);
+        assert_eq!(shared.chunks_loaded.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.bytes_read.load(Ordering::Relaxed), 0);
     }
 
     /// A sequence loaded alone (what the first minibatch after a start does for the parts not
