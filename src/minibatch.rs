@@ -314,14 +314,38 @@ impl<T: Element> StreamData<T> {
 
 /// Finds sequence `seq` in `col`, checking every offset it reads against the buffers.
 fn locate<T>(input: usize, col: &InputColumn<T>, seq: usize) -> Result<Span, PackError> {
-    let bad = |what| PackError::Inconsistent { input, what };
-    let samples = match (
+    let samples = samples_of(input, col, seq)?;
+    let values = values_of(input, col, &samples)?;
+    Ok(Span { samples, values })
+}
+
+/// The samples of sequence `seq` in `col`: the first step of [`locate`].
+#[inline]
+fn samples_of<T>(
+    input: usize,
+    col: &InputColumn<T>,
+    seq: usize,
+) -> Result<std::ops::Range<usize>, PackError> {
+    match (
         col.sequence_offsets.get(seq),
         col.sequence_offsets.get(seq.wrapping_add(1)),
     ) {
-        (Some(&a), Some(&b)) if a <= b => a..b,
-        _ => return Err(bad("sequence offsets")),
-    };
+        (Some(&a), Some(&b)) if a <= b => Ok(a..b),
+        _ => Err(PackError::Inconsistent {
+            input,
+            what: "sequence offsets",
+        }),
+    }
+}
+
+/// The values of `samples` in `col`: the second step of [`locate`].
+#[inline]
+fn values_of<T>(
+    input: usize,
+    col: &InputColumn<T>,
+    samples: &std::ops::Range<usize>,
+) -> Result<std::ops::Range<usize>, PackError> {
+    let bad = |what| PackError::Inconsistent { input, what };
     let values = match col.format {
         StorageFormat::Dense => {
             let start = samples.start.checked_mul(col.dim);
@@ -345,7 +369,7 @@ fn locate<T>(input: usize, col: &InputColumn<T>, seq: usize) -> Result<Span, Pac
             }
         }
     };
-    Ok(Span { samples, values })
+    Ok(values)
 }
 
 /// One sequence of a minibatch.
@@ -489,7 +513,9 @@ impl<T: Element> Minibatch<T> {
         max_sparse_values: usize,
     ) -> Result<(), PackError> {
         let inputs = self.streams.len();
-        // Pass 1: where each sequence's samples and values are, per input.
+        // Pass 1: where each sequence's samples and values are, per input, in two steps (the
+        // samples of all, then their values), so that the cache misses of each step are
+        // independent and overlap rather than wait one after the other.
         let mut spans = Vec::with_capacity(items.len() * inputs);
         for &(from, seq) in items {
             if seq >= from.sequences.len() {
@@ -506,7 +532,16 @@ impl<T: Element> Minibatch<T> {
             }
             for (input, (stream, col)) in self.streams.iter().zip(&from.columns).enumerate() {
                 stream.check_shape(input, col)?;
-                spans.push(locate(input, col, seq)?);
+                spans.push(Span {
+                    samples: samples_of(input, col, seq)?,
+                    values: 0..0,
+                });
+            }
+        }
+        for (k, &(from, _)) in items.iter().enumerate() {
+            for (input, col) in from.columns.iter().enumerate() {
+                let span = &mut spans[k * inputs + input];
+                span.values = values_of(input, col, &span.samples)?;
             }
         }
         // Touch the first values (and row indices) of every span, so that their cache misses

@@ -1032,8 +1032,8 @@ struct Packing<T> {
     held: Vec<(u32, ChunkArc<LoadedChunk<T>>)>,
     /// Per part: its slot in `held`, or `u32::MAX`.
     slot_of: Vec<u32>,
-    /// The current minibatch's valid sequences as (slot in `held`, parsed position); kept
-    /// for its allocation.
+    /// The current minibatch's sequences as (slot in `held`, index within the part), then its
+    /// valid ones as (slot, parsed position); kept for its allocation.
     found: Vec<(u32, u32)>,
     /// The packer's own loader, for the first minibatch after a start (created then).
     quick: Option<ChunkLoader<T>>,
@@ -1120,11 +1120,20 @@ fn pack_held<T: Element>(
                 ordinal,
             });
         }
-        match loaded.positions[within as usize] {
-            u32::MAX => {} // invalid: charged, left out
-            position => packing.found.push((slot, position)),
-        }
+        packing.found.push((slot, within));
     }
+    // ...their parsed positions (invalid ones are charged and left out), in a pass of their
+    // own so that the cache misses of random sequences overlap...
+    let Packing { held, found, .. } = packing;
+    found.retain_mut(
+        |(slot, within)| match held[*slot as usize].1.positions[*within as usize] {
+            u32::MAX => false,
+            position => {
+                *within = position;
+                true
+            }
+        },
+    );
     // ...then all of them at once.
     let items: Vec<_> = packing
         .found
