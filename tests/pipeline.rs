@@ -506,3 +506,26 @@ fn errors_and_warnings_are_reported_once_by_their_carrier_at_any_part_size() {
         assert_eq!(got, want, "parts of {part_bytes} bytes");
     }
 }
+
+/// The first minibatch after a start reads the sequences whose parts are not loaded yet
+/// itself (counted as quick bytes), but at most 4 MiB of text: a first minibatch of the
+/// whole corpus waits for the parts instead. The minibatches are the reference's either way.
+#[test]
+fn the_first_minibatch_reads_at_most_4_mib_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 10 MB of text.
+    let file = write_corpus(dir.path(), 120_000);
+    let file_bytes = std::fs::metadata(&file).unwrap().len();
+    assert!(file_bytes > 8 << 20, "{file_bytes}");
+    let mut cfg = config(&file);
+    cfg.chunk_size_in_bytes = 1 << 20;
+    cfg.randomization_window = None;
+    for size in [u64::MAX / 2, 64] {
+        let want = reference(&cfg, sweeps(1), size);
+        let mut t = threaded_parts(&cfg, sweeps(1), 2, 2, 2, 64 << 10);
+        assert_eq!(drain(&mut t, size), want, "minibatches of {size}");
+        let counters = t.counters();
+        assert!(counters.quick_bytes_read <= 4 << 20, "{counters:?}");
+        assert_eq!(counters.bytes_read, file_bytes, "{counters:?}");
+    }
+}

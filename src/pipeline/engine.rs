@@ -923,7 +923,8 @@ fn plan_into<T>(
 /// delivers them to the consumer, a planned batch at a time (or sooner once past
 /// [`OUTPUT_BATCH_BYTES`]). The planner's first batch is one minibatch, so the first
 /// minibatch is delivered as soon as it is packed; the `first` packer, which gets it, reads
-/// the sequences of it whose parts are not loaded yet itself (see [`quick_load`]).
+/// the sequences of it whose parts are not loaded yet itself, up to [`QUICK_BYTES`] of text
+/// (see [`quick_load`]).
 fn run_packer<T: Element>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
@@ -933,7 +934,7 @@ fn run_packer<T: Element>(
 ) {
     let deliver = |out: Output<T>| output.send(out).is_ok();
     let mut packing = Packing::new(&shared.parts);
-    let mut quick = first;
+    let mut first = first;
     loop {
         let batch = match planned.recv() {
             Ok(Some(batch)) => batch,
@@ -960,15 +961,9 @@ fn run_packer<T: Element>(
                 batch: shared.pool.take_pooled(),
                 charges: Vec::new(),
             };
-            let outcome = pack(
-                shared,
-                loads,
-                &mut packing,
-                &next.sequences,
-                &mut packed,
-                quick,
-            );
-            quick = false;
+            packing.quick_bytes_left = if first { QUICK_BYTES } else { 0 };
+            first = false;
+            let outcome = pack(shared, loads, &mut packing, &next.sequences, &mut packed);
             match outcome {
                 Ok(true) => {}
                 Ok(false) => return, // shutting down
@@ -1037,7 +1032,14 @@ struct Packing<T> {
     found: Vec<(u32, u32)>,
     /// The packer's own loader, for the first minibatch after a start (created then).
     quick: Option<ChunkLoader<T>>,
+    /// Bytes of text the packer may still read itself for the minibatch it packs.
+    quick_bytes_left: u64,
 }
+
+/// Bytes of text a packer reads itself at most for the first minibatch after a start
+/// ([`quick_load`]); past them (a first minibatch of very many sequences) it waits for the
+/// parts, which parse faster than sequences one at a time.
+const QUICK_BYTES: u64 = 4 << 20;
 
 /// The "part id" of sequences a packer loaded itself.
 const QUICK: u32 = u32::MAX;
@@ -1049,6 +1051,7 @@ impl<T> Packing<T> {
             slot_of: vec![u32::MAX; parts.parts.len()],
             found: Vec::new(),
             quick: None,
+            quick_bytes_left: 0,
         }
     }
 
@@ -1071,9 +1074,8 @@ fn pack<T: Element>(
     packing: &mut Packing<T>,
     ordinals: &[u32],
     packed: &mut Packed<T>,
-    quick: bool,
 ) -> Result<bool, SourceError> {
-    let outcome = pack_held(shared, loads, packing, ordinals, packed, quick);
+    let outcome = pack_held(shared, loads, packing, ordinals, packed);
     packing.release();
     outcome
 }
@@ -1084,7 +1086,6 @@ fn pack_held<T: Element>(
     packing: &mut Packing<T>,
     ordinals: &[u32],
     packed: &mut Packed<T>,
-    quick: bool,
 ) -> Result<bool, SourceError> {
     // First every sequence's part (taking and charging as needed) and parsed position...
     packing.found.clear();
@@ -1093,7 +1094,7 @@ fn pack_held<T: Element>(
         let within = ordinal - shared.index.chunk(chunk).sequences.start;
         let part = shared.parts.part_of(chunk, within);
         let slot = match packing.slot_of[part as usize] {
-            u32::MAX if quick && !shared.cache.holds(part) => {
+            u32::MAX if packing.quick_bytes_left > 0 && !shared.cache.holds(part) => {
                 match quick_load(shared, packing, chunk, within, part) {
                     Some(loaded) => {
                         packing.held.push((QUICK, loaded));
@@ -1202,7 +1203,8 @@ fn quick_range(
 /// in its part, and those after it when it is the part's last sequence with samples. The
 /// first minibatch after a start so does not wait for the parts it needs, which with a
 /// window spanning the corpus are nearly all of them; the parts are still loaded whole for
-/// the minibatches after it. `None` on an error, which the part's own load then reports.
+/// the minibatches after it. `None` past [`Packing::quick_bytes_left`], or on an error,
+/// which the part's own load then reports.
 fn quick_load<T: Element>(
     shared: &Shared<T>,
     packing: &mut Packing<T>,
@@ -1211,6 +1213,13 @@ fn quick_load<T: Element>(
     part: u32,
 ) -> Option<ChunkArc<LoadedChunk<T>>> {
     let range = quick_range(&shared.index, &shared.parts, chunk, within, part);
+    let entries = &shared.index.chunk_sequences(chunk)[range.start as usize..range.end as usize];
+    let text: u64 = entries.iter().map(|e| u64::from(e.len)).sum();
+    if text > packing.quick_bytes_left {
+        packing.quick_bytes_left = 0;
+        return None;
+    }
+    packing.quick_bytes_left -= text;
     let loader = packing
         .quick
         .get_or_insert_with(|| ChunkLoader::new(Arc::clone(&shared.index), &shared.config));
