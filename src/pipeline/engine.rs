@@ -196,6 +196,9 @@ struct Packer<T: Element> {
     threads: Vec<JoinHandle<()>>,
     plan: Plan,
     finished: bool,
+    /// The error that ended this packer's run: later calls repeat it instead of reporting
+    /// the end of the data (a new packer, after a restore, starts clean).
+    failed: Option<String>,
 }
 
 /// Reads minibatches of a corpus along the global timeline, with loader, planner and packer
@@ -364,7 +367,8 @@ impl<T: Element> MinibatchSource<T> {
     /// the global timeline), or `None` at the end of the data. With several workers this is
     /// this worker's share, possibly empty; every worker gets `None` at the same call.
     /// Minibatches of the same size are packed ahead; a call with another size drops them
-    /// and packs from the current position.
+    /// and packs from the current position. After an error, later calls fail too (never
+    /// `None`, which would read as a complete run) until a restore.
     pub fn next_minibatch(&mut self, size: u64) -> Result<Option<PooledMinibatch<T>>, SourceError> {
         self.next_planned(size, false)
     }
@@ -393,6 +397,11 @@ impl<T: Element> MinibatchSource<T> {
         let Some(packer) = &mut self.packer else {
             return Err(SourceError::Usage("no packer thread".to_string()));
         };
+        if let Some(message) = &packer.failed {
+            return Err(SourceError::Usage(format!(
+                "the source failed earlier (restore a checkpoint to retry): {message}"
+            )));
+        }
         if packer.finished {
             return Ok(None);
         }
@@ -411,13 +420,14 @@ impl<T: Element> MinibatchSource<T> {
             }
             Ok(Err(e)) => {
                 packer.finished = true;
+                packer.failed = Some(e.to_string());
                 Err(e)
             }
             Err(_) => {
+                let message = "the packer thread stopped unexpectedly (it panicked)";
                 packer.finished = true;
-                Err(SourceError::Usage(
-                    "the packer thread stopped unexpectedly (it panicked)".to_string(),
-                ))
+                packer.failed = Some(message.to_string());
+                Err(SourceError::Usage(message.to_string()))
             }
         }
     }
@@ -547,6 +557,7 @@ impl<T: Element> MinibatchSource<T> {
             threads: vec![packer, planner],
             plan,
             finished: false,
+            failed: None,
         });
         Ok(())
     }
