@@ -528,6 +528,8 @@ impl<T: Element> MinibatchSource<T> {
                 "the source is shutting down".to_string(),
             ));
         };
+        // A new run (a restore, a new partition or size) reads again what failed before.
+        self.shared.cache.forget_errors();
         let (output, items) = bounded::<Item<T>>(self.prefetch);
         let (plans, planned) = bounded::<Option<Vec<Planned>>>(self.prefetch);
         let shared = SharedArc::clone(&self.shared);
