@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use cli_support::{finish, s, CTF};
 use ctf_reader::chunks::fault::set_read_fault;
 use ctf_reader::minibatch::Minibatch;
-use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits, SourceError};
+use ctf_reader::source::{
+    MinibatchSource, PipelineOptions, ReadLimits, ReferenceSource, SourceError,
+};
 use ctf_reader::{InputConfig, ReaderConfig};
 
 /// `sequences` sequences of 1–4 lines, keys 0.. in file order; x holds the key and the line
@@ -434,4 +436,47 @@ fn a_full_disk_for_the_index_cache_is_a_warning_and_leaves_no_partial_cache() {
         "{:?}",
         listing()
     );
+}
+
+/// The reference engine behaves like the threaded one after a read error: later calls fail,
+/// its checkpoint stays after the last minibatch handed out, and a restore once the device is
+/// back reads on with nothing skipped (it used to skip the failed minibatch).
+#[test]
+fn the_reference_engine_skips_nothing_after_a_read_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), "reference.ctf", 300);
+    let cfg = config(&file, false);
+    let expected = undisturbed(&cfg, sweeps(1), 10);
+    set_read_fault(
+        Path::new(&file),
+        Some(Arc::new(|offset, _| {
+            if offset > 3000 {
+                Err(io::Error::other("injected: gone"))
+            } else {
+                Ok(())
+            }
+        })),
+    );
+    let mut s = ReferenceSource::<f32>::new(&cfg, sweeps(1), Box::new(|_, _| {})).unwrap();
+    let mut got = Vec::new();
+    let error = loop {
+        match s.next_minibatch(10) {
+            Ok(Some(mb)) => got.push(mb.into_inner()),
+            Ok(None) => panic!("the injected error never came"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(
+        error.contains("reference.ctf") && error.contains("injected: gone"),
+        "{error}"
+    );
+    let again = s.next_minibatch(10).map(|m| m.is_some());
+    assert!(again.is_err(), "a call after the error: {again:?}");
+    set_read_fault(Path::new(&file), None);
+    let checkpoint = s.checkpoint();
+    s.restore(&checkpoint).unwrap();
+    while let Some(mb) = s.next_minibatch(10).unwrap() {
+        got.push(mb.into_inner());
+    }
+    assert_eq!(got, expected, "data lost or repeated");
 }
