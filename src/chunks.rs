@@ -214,7 +214,9 @@ impl<T: Element> ChunkLoader<T> {
         };
         check(file)?;
         self.buffer.resize((to - from) as usize, 0);
-        match file.read_exact_at(&mut self.buffer, c.start + from) {
+        let read = fault::injected(&indexed.path, c.start + from, self.buffer.len())
+            .and_then(|()| file.read_exact_at(&mut self.buffer, c.start + from));
+        match read {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 return Err(changed("it is now shorter than indexed".to_string()))
@@ -299,6 +301,59 @@ impl<T: Element> ChunkLoader<T> {
             .or_else(|| parsed.invalid.get(i).map(|s| s.line));
         match extra {
             Some(line) => Err(format!("line {line} holds a sequence that was not indexed")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A test hook that injects read errors into chunk loading, for the fault-injection tests
+/// (`tests/faults.rs`): not part of the supported API.
+///
+/// A hook is registered for one data file path, exactly as the index records it (the
+/// configured path), so tests running in parallel on their own files do not see each
+/// other's faults. When no hook has ever been registered, a read costs one relaxed atomic
+/// load more. The registry is a leaf lock held only to look a hook up (not one of the
+/// pipeline's synchronization points, so it comes from `std`, not from [`crate::sync`]).
+#[doc(hidden)]
+pub mod fault {
+    use std::io;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// Called before each positional read of a chunk (or part) of a file with the file
+    /// offset and the byte count; an error is returned by the loader as if the read had
+    /// failed with it.
+    pub type ReadFault = Arc<dyn Fn(u64, usize) -> io::Result<()> + Send + Sync>;
+
+    static ACTIVE: AtomicBool = AtomicBool::new(false);
+    static HOOKS: Mutex<Vec<(PathBuf, ReadFault)>> = Mutex::new(Vec::new());
+
+    /// Registers `hook` for reads of `path` (replacing any earlier one), or removes the
+    /// hook of `path` with `None`.
+    pub fn set_read_fault(path: &Path, hook: Option<ReadFault>) {
+        let mut hooks = HOOKS.lock().unwrap_or_else(|e| e.into_inner());
+        hooks.retain(|(p, _)| p != path);
+        if let Some(hook) = hook {
+            hooks.push((path.to_path_buf(), hook));
+            ACTIVE.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The injected result of reading `len` bytes at `offset` of `path`: `Ok` without a hook.
+    pub(crate) fn injected(path: &Path, offset: u64, len: usize) -> io::Result<()> {
+        if !ACTIVE.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let hook = {
+            let hooks = HOOKS.lock().unwrap_or_else(|e| e.into_inner());
+            hooks
+                .iter()
+                .find(|(p, _)| p == path)
+                .map(|(_, h)| Arc::clone(h))
+        };
+        match hook {
+            Some(hook) => hook(offset, len),
             None => Ok(()),
         }
     }

@@ -369,6 +369,8 @@ pub struct ReferenceSource<T> {
     end: u64,
     schedule: Option<MbSchedule>,
     counters: SourceCounters,
+    /// The error of a failed minibatch: later calls repeat it until a restore.
+    failed: Option<String>,
 }
 
 impl<T: Element> ReferenceSource<T> {
@@ -412,6 +414,7 @@ impl<T: Element> ReferenceSource<T> {
             end,
             schedule: None,
             counters: SourceCounters::default(),
+            failed: None,
         })
     }
 
@@ -456,6 +459,12 @@ impl<T: Element> ReferenceSource<T> {
     }
 
     fn next_selected(&mut self, size: u64) -> Result<Option<PooledMinibatch<T>>, SourceError> {
+        if let Some(message) = &self.failed {
+            return Err(SourceError::Usage(format!(
+                "the source failed earlier (restore a checkpoint to retry): {message}"
+            )));
+        }
+        let before = self.timeline.position();
         let (end, epoch_end) =
             minibatch_end(self.timeline.position(), self.end, self.limits.epoch_size);
         let planning = Instant::now();
@@ -465,7 +474,13 @@ impl<T: Element> ReferenceSource<T> {
             return Ok(None);
         };
         let mut batch = self.pool.take_pooled();
-        self.pack(&selection, &mut batch)?;
+        if let Err(e) = self.pack(&selection, &mut batch) {
+            // The failed minibatch was not handed out: stand before it, as the threaded
+            // engine does, so that its checkpoint and a restore do not skip it.
+            self.timeline.seek(before);
+            self.failed = Some(e.to_string());
+            return Err(e);
+        }
         batch.sweep_end = selection.sweep_end;
         batch.epoch_end = epoch_end.is_some_and(|e| selection.end >= e);
         batch.position = selection.end;
@@ -486,6 +501,7 @@ impl<T: Element> ReferenceSource<T> {
     pub fn restore(&mut self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
         check_checkpoint(checkpoint, self.fingerprint)?;
         self.timeline.seek(checkpoint.position);
+        self.failed = None;
         Ok(())
     }
 
@@ -493,6 +509,7 @@ impl<T: Element> ReferenceSource<T> {
     pub fn set_partition(&mut self, rank: u32, workers: u32) -> Result<(), SourceError> {
         check_partition(rank, workers)?;
         self.timeline.set_partition(rank, workers);
+        self.failed = None;
         Ok(())
     }
 

@@ -172,6 +172,23 @@ impl<C, E> ChunkCache<C, E> {
         }
     }
 
+    /// Drops the failed loads kept as errors, so that the next request of those chunks
+    /// reads them again (a restore after a transient read error retries the read).
+    pub fn forget_errors(&self) {
+        let mut state = self.lock();
+        let failed: Vec<u32> = state
+            .chunks
+            .iter()
+            .filter(|(_, (entry, _))| entry.is_err())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in failed {
+            if let Some((_, bytes)) = state.chunks.pop(&id) {
+                state.bytes -= bytes;
+            }
+        }
+    }
+
     /// Closes the cache: every waiting and later take returns [`Closed`], requests return
     /// [`Request::Closed`].
     pub fn close(&self) {

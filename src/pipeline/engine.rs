@@ -264,6 +264,17 @@ struct Packer<T: Element> {
     threads: Vec<JoinHandle<()>>,
     plan: Plan,
     finished: bool,
+    /// The error that ended this packer's run: later calls repeat it instead of reporting
+    /// the end of the data (a new packer, after a restore, starts clean).
+    failed: Option<String>,
+}
+
+impl<T: Element> Packer<T> {
+    /// Ends this run with `error`, which later calls repeat.
+    fn fail(&mut self, error: &SourceError) {
+        self.finished = true;
+        self.failed = Some(error.to_string());
+    }
 }
 
 /// Reads minibatches of a corpus along the global timeline, with loader, planner and packer
@@ -439,7 +450,8 @@ impl<T: Element> MinibatchSource<T> {
     /// the global timeline), or `None` at the end of the data. With several workers this is
     /// this worker's share, possibly empty; every worker gets `None` at the same call.
     /// Minibatches of the same size are packed ahead; a call with another size drops them
-    /// and packs from the current position.
+    /// and packs from the current position. After an error, later calls fail too (never
+    /// `None`, which would read as a complete run) until a restore.
     pub fn next_minibatch(&mut self, size: u64) -> Result<Option<PooledMinibatch<T>>, SourceError> {
         self.next_planned(size, false)
     }
@@ -468,13 +480,18 @@ impl<T: Element> MinibatchSource<T> {
         let Some(packer) = &mut self.packer else {
             return Err(SourceError::Usage("no packer thread".to_string()));
         };
+        if let Some(message) = &packer.failed {
+            return Err(SourceError::Usage(format!(
+                "the source failed earlier (restore a checkpoint to retry): {message}"
+            )));
+        }
         loop {
             if packer.finished {
                 return Ok(None);
             }
             if let Some(packed) = packer.ready.pop_front() {
                 if let Err(e) = charge(&self.shared, &packed.charges) {
-                    packer.finished = true;
+                    packer.fail(&e);
                     return Err(e);
                 }
                 let batch = packed.batch;
@@ -502,15 +519,16 @@ impl<T: Element> MinibatchSource<T> {
                     return Ok(None);
                 }
                 Ok(Output::Failed { charges, error }) => {
-                    packer.finished = true;
-                    charge(&self.shared, &charges)?;
+                    let error = charge(&self.shared, &charges).err().unwrap_or(error);
+                    packer.fail(&error);
                     return Err(error);
                 }
                 Err(_) => {
-                    packer.finished = true;
-                    return Err(SourceError::Usage(
+                    let error = SourceError::Usage(
                         "a packer thread stopped unexpectedly (it panicked)".to_string(),
-                    ));
+                    );
+                    packer.fail(&error);
+                    return Err(error);
                 }
             }
         }
@@ -616,6 +634,8 @@ impl<T: Element> MinibatchSource<T> {
                 "the source is shutting down".to_string(),
             ));
         };
+        // A new run (a restore, a new partition or size) reads again what failed before.
+        self.shared.cache.forget_errors();
         let mut outputs = Vec::with_capacity(self.packer_threads);
         let mut plans = Vec::with_capacity(self.packer_threads);
         let mut threads = Vec::with_capacity(self.packer_threads + 1);
@@ -669,6 +689,7 @@ impl<T: Element> MinibatchSource<T> {
             threads,
             plan,
             finished: false,
+            failed: None,
         });
         Ok(())
     }

@@ -1,0 +1,67 @@
+//! The CTF byte-level parser on arbitrary bytes: never a panic, and "any split parses the
+//! same": the bytes fed in one piece, in two pieces at a fuzzed point, and byte by byte (for
+//! short inputs) give the same sequences, invalid sequences, diagnostics and fatal error.
+//! The first byte picks the options (`skipSequenceIds`, `frameMode`) and the split point.
+
+#![no_main]
+
+use ctf_reader::parser::{StreamOptions, StreamParser};
+use ctf_reader::InputConfig;
+use libfuzzer_sys::fuzz_target;
+
+type Outcome = (
+    ctf_reader::ParsedSequences<f32>,
+    Vec<ctf_reader::parser::InvalidSequence>,
+    Vec<ctf_reader::Diagnostic>,
+    Option<ctf_reader::parser::FatalDataError>,
+);
+
+fn inputs() -> Vec<InputConfig> {
+    vec![
+        InputConfig::dense("a", 3),
+        InputConfig::sparse("s", 10),
+        InputConfig::dense("features", 2).with_alias("F"),
+    ]
+}
+
+fn parse<'a>(options: StreamOptions, pieces: impl IntoIterator<Item = &'a [u8]>) -> Outcome {
+    let mut p = StreamParser::<f32>::new(&inputs(), options);
+    p.start_file(0);
+    let mut fatal = None;
+    for piece in pieces {
+        if let Err(e) = p.feed(piece) {
+            fatal = Some(e);
+            break;
+        }
+    }
+    if fatal.is_none() {
+        fatal = p.finish_file().err();
+    }
+    (
+        p.sequences().clone(),
+        p.invalid_sequences().to_vec(),
+        p.diagnostics().to_vec(),
+        fatal,
+    )
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&head, text)) = data.split_first() else {
+        return;
+    };
+    let options = StreamOptions {
+        skip_sequence_ids: head & 1 != 0,
+        frame_mode: head & 2 != 0,
+    };
+    let whole = parse(options, [text]);
+    let cut = if text.is_empty() {
+        0
+    } else {
+        usize::from(head >> 2) * text.len() / 63
+    };
+    let (left, right) = text.split_at(cut.min(text.len()));
+    assert_eq!(parse(options, [left, right]), whole, "split at {cut}");
+    if text.len() <= 256 {
+        assert_eq!(parse(options, text.chunks(1)), whole, "byte by byte");
+    }
+});

@@ -1,0 +1,483 @@
+//! Fault injection (README "Reliability"): read errors injected into the chunk source through
+//! its test hook (`ctf_reader::chunks::fault`), data files truncated, extended or replaced
+//! while the threaded engine reads them, an index cache on a full disk, and consumers that
+//! stop early or hold every minibatch. Each fault must end in a clear error naming the file,
+//! after exactly the minibatches an undisturbed run gives first; never a hang, a panic,
+//! garbage values or unbounded read-ahead.
+//!
+//! Files changed under the loader itself (`ChunkLoader`) are covered by `tests/index.rs`; a
+//! read-only directory and a directory or FIFO in place of the index cache by
+//! `tests/index_cache.rs`.
+
+#[allow(dead_code)]
+mod cli_support;
+
+use std::io;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cli_support::{finish, s, CTF};
+use ctf_reader::chunks::fault::set_read_fault;
+use ctf_reader::minibatch::Minibatch;
+use ctf_reader::source::{
+    MinibatchSource, PipelineOptions, ReadLimits, ReferenceSource, SourceError,
+};
+use ctf_reader::{InputConfig, ReaderConfig};
+
+/// `sequences` sequences of 1–4 lines, keys 0.. in file order; x holds the key and the line
+/// number within the sequence, so a value from the wrong place would show.
+fn write_corpus(dir: &Path, name: &str, sequences: u64) -> String {
+    let mut text = String::new();
+    for id in 0..sequences {
+        for t in 0..1 + id % 4 {
+            text.push_str(&format!("{id} |x {id} {t} |y {}:1\n", (id + t) % 5));
+        }
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn config(file: &str, randomize: bool) -> ReaderConfig {
+    ReaderConfig::builder()
+        .file(file)
+        .input(InputConfig::dense("x", 2))
+        .input(InputConfig::sparse("y", 5))
+        .chunk_size_in_bytes(400)
+        .randomize(randomize)
+        .randomization_window(3)
+        .trace_level(0)
+        .build()
+        .unwrap()
+}
+
+fn sweeps(n: u64) -> ReadLimits {
+    ReadLimits {
+        max_samples: None,
+        max_sweeps: Some(n),
+        epoch_size: None,
+    }
+}
+
+fn source(cfg: &ReaderConfig, limits: ReadLimits, loaders: usize) -> MinibatchSource<f32> {
+    let options = PipelineOptions {
+        loader_threads: loaders,
+        packer_threads: loaders,
+        prefetch: 2,
+        part_bytes: 1 << 20,
+        memory_budget: None,
+    };
+    MinibatchSource::with_options(cfg, limits, Box::new(|_, _| {}), options).unwrap()
+}
+
+/// Runs `f` on another thread and fails if it takes more than `seconds` (a hang).
+fn within<R: Send + 'static>(
+    seconds: u64,
+    what: &str,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> R {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    finished
+        .recv_timeout(Duration::from_secs(seconds))
+        .unwrap_or_else(|_| panic!("{what}: no result within {seconds} s (a hang or a panic)"))
+}
+
+/// Reads until the end or the first error: the minibatches before it, and the error.
+fn until_error(
+    s: &mut MinibatchSource<f32>,
+    size: u64,
+) -> (Vec<Minibatch<f32>>, Option<SourceError>) {
+    let mut got = Vec::new();
+    loop {
+        match s.next_minibatch(size) {
+            Ok(Some(mb)) => got.push(mb.into_inner()),
+            Ok(None) => return (got, None),
+            Err(e) => return (got, Some(e)),
+        }
+    }
+}
+
+/// The minibatches of an undisturbed run.
+fn undisturbed(cfg: &ReaderConfig, limits: ReadLimits, size: u64) -> Vec<Minibatch<f32>> {
+    let (got, error) = until_error(&mut source(cfg, limits, 2), size);
+    assert!(error.is_none(), "{error:?}");
+    got
+}
+
+/// A read error injected at one chunk reaches the consumer in order, names the file and the
+/// error, and everything delivered before it is the undisturbed run's data; the source keeps
+/// failing afterwards instead of skipping the chunk silently. At 1 to 4 loaders.
+#[test]
+fn an_injected_read_error_is_reported_after_the_data_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), "faulty.ctf", 400);
+    for randomize in [false, true] {
+        let cfg = config(&file, randomize);
+        let expected = undisturbed(&cfg, sweeps(2), 16);
+        // Fail every read that covers byte 6000 (a chunk in the middle of the file).
+        let calls = Arc::new(AtomicU64::new(0));
+        let seen = Arc::clone(&calls);
+        set_read_fault(
+            Path::new(&file),
+            Some(Arc::new(move |offset, len| {
+                seen.fetch_add(1, Ordering::Relaxed);
+                if offset <= 6000 && 6000 < offset + len as u64 {
+                    Err(io::Error::other("injected: device unreachable"))
+                } else {
+                    Ok(())
+                }
+            })),
+        );
+        for loaders in 1..=4 {
+            let cfg = cfg.clone();
+            let (got, error) = within(60, "injected read error", move || {
+                let mut s = source(&cfg, sweeps(2), loaders);
+                let (got, error) = until_error(&mut s, 16);
+                // Later calls fail too (the data is not silently skipped).
+                let again = s.next_minibatch(16);
+                assert!(again.is_err(), "a call after the error: {again:?}");
+                (got, error)
+            });
+            let error = error.expect("the read error reaches the consumer");
+            let message = error.to_string();
+            assert!(
+                matches!(error, SourceError::Load(_))
+                    && message.contains("faulty.ctf")
+                    && message.contains("cannot read")
+                    && message.contains("injected: device unreachable"),
+                "{message}"
+            );
+            assert!(got.len() < expected.len(), "{loaders} loaders");
+            assert_eq!(got[..], expected[..got.len()], "{loaders} loaders");
+        }
+        assert!(calls.load(Ordering::Relaxed) > 0, "the hook was not called");
+        // Recovery: once the device is back, a restore to the last checkpoint continues
+        // exactly where the data stopped: nothing is lost or repeated.
+        let mut s = source(&cfg, sweeps(2), 2);
+        let (mut got, error) = until_error(&mut s, 16);
+        assert!(error.is_some());
+        set_read_fault(Path::new(&file), None);
+        s.restore(&s.checkpoint()).unwrap();
+        let (rest, error) = until_error(&mut s, 16);
+        assert!(error.is_none(), "{error:?}");
+        got.extend(rest);
+        assert_eq!(
+            got, expected,
+            "randomize {randomize}: data lost or repeated"
+        );
+    }
+    // Without the hook the file reads again.
+    let cfg = config(&file, true);
+    assert_eq!(undisturbed(&cfg, sweeps(1), 16).len(), {
+        let (got, e) = until_error(&mut source(&cfg, sweeps(1), 3), 16);
+        assert!(e.is_none());
+        got.len()
+    });
+}
+
+/// A transient read error (the first read past byte 2000 fails, a second read would
+/// succeed) never loses or corrupts data: the run either reports it in order (and then a
+/// restore to the last checkpoint reads on) or, when the failed load was evicted from the
+/// chunk cache before the packer reached it, reads the chunk again. Either way the consumer
+/// ends with exactly the undisturbed run's minibatches. At 1 and 3 loaders.
+#[test]
+fn a_transient_read_error_loses_nothing_at_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), "flaky.ctf", 200);
+    for randomize in [false, true] {
+        let cfg = config(&file, randomize);
+        let expected = undisturbed(&cfg, sweeps(2), 8);
+        for loaders in [1, 3] {
+            let failed = Arc::new(AtomicU64::new(0));
+            let once = Arc::clone(&failed);
+            set_read_fault(
+                Path::new(&file),
+                Some(Arc::new(move |offset, _| {
+                    if offset > 2000 && once.fetch_add(1, Ordering::Relaxed) == 0 {
+                        Err(io::Error::other("injected: transient EIO"))
+                    } else {
+                        Ok(())
+                    }
+                })),
+            );
+            let cfg2 = cfg.clone();
+            let (got, errors) = within(60, "transient error", move || {
+                let mut s = source(&cfg2, sweeps(2), loaders);
+                let mut got = Vec::new();
+                let mut errors = Vec::new();
+                loop {
+                    match s.next_minibatch(8) {
+                        Ok(Some(mb)) => got.push(mb.into_inner()),
+                        Ok(None) => break,
+                        Err(e) => {
+                            errors.push(e.to_string());
+                            assert!(errors.len() < 3, "{errors:?}");
+                            s.restore(&s.checkpoint()).unwrap();
+                        }
+                    }
+                }
+                (got, errors)
+            });
+            assert!(
+                failed.load(Ordering::Relaxed) >= 1,
+                "the hook was not called"
+            );
+            for e in &errors {
+                assert!(
+                    e.contains("flaky.ctf") && e.contains("transient EIO"),
+                    "{e}"
+                );
+            }
+            assert_eq!(
+                got, expected,
+                "{loaders} loaders, randomize {randomize}: {errors:?}"
+            );
+            set_read_fault(Path::new(&file), None);
+        }
+    }
+}
+
+/// Truncating, extending or replacing the data file while the threaded engine reads it (over
+/// three sweeps, with a window smaller than the corpus so chunks are read again) ends in
+/// "data file changed since it was indexed" naming the file; every minibatch before the error
+/// is the undisturbed run's.
+#[test]
+fn a_file_changed_mid_read_is_an_error_never_garbage() {
+    type Change = fn(&Path);
+    let changes: [(&str, Change); 4] = [
+        ("truncated", |p| {
+            let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+            let len = f.metadata().unwrap().len();
+            f.set_len(len / 2).unwrap();
+        }),
+        ("extended", |p| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+            f.write_all(b"99999 |x 1 2 |y 0:1\n").unwrap();
+        }),
+        ("replaced by rename", |p| {
+            let text = std::fs::read(p).unwrap();
+            let other = p.with_extension("new");
+            std::fs::write(&other, text).unwrap();
+            std::fs::rename(&other, p).unwrap();
+        }),
+        ("rewritten in place, same size", |p| {
+            let mut text = std::fs::read(p).unwrap();
+            // Swap two digits of a value in the last line: same length, other values.
+            let at = text.len() - 12;
+            text.swap(at, at + 1);
+            std::thread::sleep(Duration::from_millis(20));
+            std::fs::write(p, text).unwrap();
+        }),
+    ];
+    for (what, change) in changes {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write_corpus(dir.path(), "live.ctf", 600);
+        let cfg = config(&file, true);
+        let expected = undisturbed(&cfg, sweeps(3), 16);
+        let path = file.clone();
+        let (got, error) = within(60, what, move || {
+            let mut s = source(&cfg, sweeps(3), 2);
+            let first = s.next_minibatch(16).unwrap().unwrap().into_inner();
+            change(Path::new(&path));
+            let (mut rest, error) = until_error(&mut s, 16);
+            rest.insert(0, first);
+            (rest, error)
+        });
+        let message = error
+            .unwrap_or_else(|| panic!("{what}: the change went unnoticed"))
+            .to_string();
+        assert!(
+            message.contains("live.ctf")
+                && message.contains("data file changed since it was indexed"),
+            "{what}: {message}"
+        );
+        assert!(got.len() < expected.len(), "{what}");
+        assert_eq!(got[..], expected[..got.len()], "{what}");
+    }
+}
+
+/// A consumer that stops calling stops the pipeline: after one minibatch of a 240-chunk
+/// corpus, the engine loads a bounded number of chunks (window and look-ahead), then nothing
+/// more while the consumer waits; dropping the source then returns at once.
+#[test]
+fn a_paused_consumer_means_back_pressure() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), "big.ctf", 4000);
+    let cfg = config(&file, true);
+    let chunks =
+        ctf_reader::source::ReferenceSource::<f32>::new(&cfg, sweeps(1), Box::new(|_, _| {}))
+            .unwrap()
+            .index()
+            .chunks
+            .len() as u64;
+    assert!(chunks > 200, "{chunks} chunks");
+    within(60, "paused consumer", move || {
+        let mut s = source(&cfg, ReadLimits::default(), 2);
+        // Hold the minibatches, as a slow trainer would.
+        let held: Vec<_> = (0..3)
+            .map(|_| s.next_minibatch(4).unwrap().unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let settled = s.counters();
+        std::thread::sleep(Duration::from_millis(300));
+        let later = s.counters();
+        assert_eq!(
+            (settled.chunks_loaded, settled.bytes_read),
+            (later.chunks_loaded, later.bytes_read),
+            "the engine kept reading while the consumer waited"
+        );
+        assert!(
+            later.chunks_loaded <= 20,
+            "{} of {chunks} chunks loaded ahead of a consumer at its third minibatch",
+            later.chunks_loaded
+        );
+        let start = Instant::now();
+        drop(s);
+        drop(held);
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    });
+}
+
+/// A consumer holding every minibatch of three sweeps (the pool can recycle none) still gets
+/// them all, equal to a consumer that drops each at once: an empty pool allocates instead of
+/// blocking, and the engine stays `prefetch` minibatches ahead.
+#[test]
+fn a_consumer_holding_every_minibatch_gets_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), "held.ctf", 500);
+    let cfg = config(&file, true);
+    let expected = undisturbed(&cfg, sweeps(3), 8);
+    let held = within(60, "holding every minibatch", move || {
+        let mut s = source(&cfg, sweeps(3), 2);
+        let mut held = Vec::new();
+        while let Some(mb) = s.next_minibatch(8).unwrap() {
+            held.push(mb);
+        }
+        held
+    });
+    let held: Vec<Minibatch<f32>> = held.into_iter().map(|m| m.into_inner()).collect();
+    assert_eq!(held, expected);
+}
+
+/// Writes `text` as `name` in `dir` and runs `ctf ARGS` with file writes limited to
+/// `limit_kib` KiB (`ulimit -f`, with SIGXFSZ ignored, so a write past the limit fails with
+/// EFBIG as on a full disk).
+fn ctf_with_full_disk(args: &[&str], limit_kib: u64) -> cli_support::Run {
+    let script = format!("trap '' XFSZ; ulimit -f {limit_kib}; exec \"$0\" \"$@\"");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(CTF)
+        .args(args)
+        .output()
+        .unwrap();
+    finish(&format!("ctf {} on a full disk", args.join(" ")), out)
+}
+
+/// An index cache that cannot be written (the disk is full) is a warning: `ctf read` still
+/// reads every sequence, `ctf index` reports it and writes no cache, and no partial cache or
+/// temporary file is left behind for a later run to trust.
+#[test]
+fn a_full_disk_for_the_index_cache_is_a_warning_and_leaves_no_partial_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 1 MB of data: its cache (24 bytes per sequence) is far above the 4 KiB limit.
+    let file = write_corpus(dir.path(), "full.ctf", 40_000);
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let config_text = format!(
+        "reader = [ file = \"{file}\" ; cacheIndex = true ; randomize = false\n input = [ x = [ dim = 2 ; format = \"dense\" ] ; y = [ dim = 5 ; format = \"sparse\" ] ] ]\n"
+    );
+    let cfg_path = dir.path().join("r.cntk");
+    std::fs::write(&cfg_path, config_text).unwrap();
+    let cfg_arg = cfg_path.to_string_lossy().into_owned();
+
+    let r = ctf_with_full_disk(&["read", &cfg_arg, "--jsonl", "--mb-size", "100000"], 4);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("warning"), "{}", r.stderr);
+    let sequences: usize = cli_support::json_lines(&r.stdout)
+        .iter()
+        .map(|j| j.at("sequences").arr().len())
+        .sum();
+    assert_eq!(sequences, 40_000);
+    assert_eq!(listing(), ["full.ctf", "r.cntk"], "{}", r.stderr);
+
+    // README: for `ctf index` too, a cache that cannot be written is a warning naming it.
+    let r = ctf_with_full_disk(&["index", &cfg_arg], 4);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(cli_support::summary_n(&r.stdout, "caches written"), 0);
+    assert!(
+        r.stderr.contains("full.ctf.") && r.stderr.contains("cannot write the index cache"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(listing(), ["full.ctf", "r.cntk"], "{}", r.stderr);
+
+    // With room, the same command writes the cache (so the limit above was what failed).
+    let r = cli_support::run(&["index", s(&cfg_path)], None);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        listing().iter().any(|n| n.ends_with(".ctfidx")),
+        "{:?}",
+        listing()
+    );
+}
+
+/// The reference engine behaves like the threaded one after a read error: later calls fail,
+/// its checkpoint stays after the last minibatch handed out, and a restore once the device is
+/// back reads on with nothing skipped (it used to skip the failed minibatch).
+#[test]
+fn the_reference_engine_skips_nothing_after_a_read_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), "reference.ctf", 300);
+    let cfg = config(&file, false);
+    let expected = undisturbed(&cfg, sweeps(1), 10);
+    set_read_fault(
+        Path::new(&file),
+        Some(Arc::new(|offset, _| {
+            if offset > 3000 {
+                Err(io::Error::other("injected: gone"))
+            } else {
+                Ok(())
+            }
+        })),
+    );
+    let mut s = ReferenceSource::<f32>::new(&cfg, sweeps(1), Box::new(|_, _| {})).unwrap();
+    let mut got = Vec::new();
+    let error = loop {
+        match s.next_minibatch(10) {
+            Ok(Some(mb)) => got.push(mb.into_inner()),
+            Ok(None) => panic!("the injected error never came"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(
+        error.contains("reference.ctf") && error.contains("injected: gone"),
+        "{error}"
+    );
+    let again = s.next_minibatch(10).map(|m| m.is_some());
+    assert!(again.is_err(), "a call after the error: {again:?}");
+    set_read_fault(Path::new(&file), None);
+    let checkpoint = s.checkpoint();
+    s.restore(&checkpoint).unwrap();
+    while let Some(mb) = s.next_minibatch(10).unwrap() {
+        got.push(mb.into_inner());
+    }
+    assert_eq!(got, expected, "data lost or repeated");
+}
