@@ -391,7 +391,10 @@ fn a_memory_budget_bounds_the_cache_and_keeps_the_minibatches() {
     };
     let (got, unbounded_most, unbounded) = run(None);
     assert_eq!(got, want);
-    assert!(unbounded.bytes_read <= 2 * file_bytes, "{unbounded:?}");
+    // Two sweeps read the file about twice (1.7 times: the window's last parts stay cached);
+    // which parts the LRU keeps depends on timing, so a loaded machine may read a few again
+    // (this is the baseline, not the subject).
+    assert!(unbounded.bytes_read < 3 * file_bytes, "{unbounded:?}");
     // A budget of a third of what the cache held without one.
     let budget = unbounded_most / 3;
     let (got, most, counters) = run(Some(budget));
@@ -399,14 +402,16 @@ fn a_memory_budget_bounds_the_cache_and_keeps_the_minibatches() {
         got, want,
         "the same minibatches within a budget of {budget} bytes"
     );
-    // The packer pins the parts of one minibatch (16 samples, at most 16 parts) beyond it.
-    let pinned_room = 16 * unbounded_most / (file_bytes / 200);
+    // Each of the 2 packers pins the parts of one minibatch (16 samples, at most 16 parts)
+    // beyond it.
+    let pinned_room = 2 * 16 * unbounded_most / (file_bytes / 200);
     assert!(
         most <= budget + pinned_room,
         "cache held {most} bytes, budget {budget} + pinned {pinned_room}"
     );
+    // Measured: 7.7 to 12 times the file in two sweeps.
     assert!(
-        counters.bytes_read > unbounded.bytes_read,
+        counters.bytes_read > 3 * file_bytes,
         "a budget below the window's needs reads parts again: {counters:?}"
     );
 }
