@@ -515,8 +515,11 @@ fn errors_and_warnings_are_reported_once_by_their_carrier_at_any_part_size() {
 /// The first minibatch after a start reads the sequences whose parts are not loaded yet
 /// itself (counted as quick bytes), but at most 4 MiB of text: a first minibatch of the
 /// whole corpus waits for the parts instead. The minibatches are the reference's either way.
+/// The loaders' reads (parts of 64 KiB) are slowed down by the fault hook, so that the parts
+/// are not loaded before the packer would read the whole minibatch itself.
 #[test]
 fn the_first_minibatch_reads_at_most_4_mib_itself() {
+    use ctf_reader::chunks::fault::set_read_fault;
     let dir = tempfile::tempdir().unwrap();
     // About 10 MB of text.
     let file = write_corpus(dir.path(), 120_000);
@@ -527,10 +530,22 @@ fn the_first_minibatch_reads_at_most_4_mib_itself() {
     cfg.randomization_window = None;
     for size in [u64::MAX / 2, 64] {
         let want = reference(&cfg, sweeps(1), size);
+        set_read_fault(
+            Path::new(&file),
+            Some(std::sync::Arc::new(|_, len| {
+                if len > 4096 {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Ok(())
+            })),
+        );
         let mut t = threaded_parts(&cfg, sweeps(1), 2, 2, 2, 64 << 10);
-        assert_eq!(drain(&mut t, size), want, "minibatches of {size}");
+        let got = drain(&mut t, size);
+        set_read_fault(Path::new(&file), None);
+        assert_eq!(got, want, "minibatches of {size}");
         let counters = t.counters();
         assert!(counters.quick_bytes_read <= 4 << 20, "{counters:?}");
+        assert!(counters.quick_bytes_read > 0, "{counters:?}");
         assert_eq!(counters.bytes_read, file_bytes, "{counters:?}");
     }
 }
