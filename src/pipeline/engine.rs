@@ -1115,8 +1115,11 @@ fn pack_held<T: Element>(
         let within = ordinal - shared.index.chunk(chunk).sequences.start;
         let part = shared.parts.part_of(chunk, within);
         let slot = match packing.slot_of[part as usize] {
-            u32::MAX if packing.quick_bytes_left > 0 && !shared.cache.holds(part) => {
-                match quick_load(shared, packing, chunk, within, part) {
+            u32::MAX => {
+                let quick = (packing.quick_bytes_left > 0 && !shared.cache.holds(part))
+                    .then(|| quick_load(shared, packing, chunk, within, part))
+                    .flatten();
+                match quick {
                     Some(loaded) => {
                         packing.held.push((QUICK, loaded));
                         packing.held.len() as u32 - 1
@@ -1127,10 +1130,6 @@ fn pack_held<T: Element>(
                     },
                 }
             }
-            u32::MAX => match take_held(shared, loads, packing, part)? {
-                Some(slot) => slot,
-                None => return Ok(false),
-            },
             slot => slot,
         };
         let loaded = &packing.held[slot as usize].1;
