@@ -67,11 +67,11 @@ pub struct PipelineOptions {
     pub part_bytes: u64,
     /// Most bytes of parsed data the engine keeps (default: no limit beyond the window).
     /// The chunk cache keeps its parts within the budget less the room of the minibatches
-    /// that can be queued or held (the largest packed so far, times the deliveries that can be
-    /// alive at once) and of the loaders' buffers; it evicts the least recently used parts to stay there, also
-    /// with `keepDataInMemory`. The parts of the minibatch being packed are never evicted, so
-    /// a budget smaller than they need is exceeded by them; a budget smaller than the window
-    /// and look-ahead makes parts be read again.
+    /// that can be queued or held (from the largest packed so far and the deliveries that
+    /// can be alive at once) and of the loaders' buffers; it evicts the least recently used
+    /// parts to stay there, also with `keepDataInMemory`. The parts of the minibatches being
+    /// packed are never evicted, so a budget smaller than they need is exceeded by them; a
+    /// budget smaller than the window and look-ahead makes parts be read again.
     pub memory_budget: Option<u64>,
 }
 
