@@ -11,6 +11,7 @@
 
 #[allow(dead_code)]
 mod cli_support;
+mod engine_support;
 
 use std::io;
 use std::path::Path;
@@ -22,10 +23,9 @@ use std::time::{Duration, Instant};
 use cli_support::{finish, s, CTF};
 use ctf_reader::chunks::fault::set_read_fault;
 use ctf_reader::minibatch::Minibatch;
-use ctf_reader::source::{
-    MinibatchSource, PipelineOptions, ReadLimits, ReferenceSource, SourceError,
-};
+use ctf_reader::source::{MinibatchSource, ReadLimits, ReferenceSource, SourceError};
 use ctf_reader::{InputConfig, ReaderConfig};
+use engine_support::{engine, sweeps, within};
 
 /// `sequences` sequences of 1–4 lines, keys 0.. in file order; x holds the key and the line
 /// number within the sequence, so a value from the wrong place would show.
@@ -54,38 +54,8 @@ fn config(file: &str, randomize: bool) -> ReaderConfig {
         .unwrap()
 }
 
-fn sweeps(n: u64) -> ReadLimits {
-    ReadLimits {
-        max_samples: None,
-        max_sweeps: Some(n),
-        epoch_size: None,
-    }
-}
-
 fn source(cfg: &ReaderConfig, limits: ReadLimits, loaders: usize) -> MinibatchSource<f32> {
-    let options = PipelineOptions {
-        loader_threads: loaders,
-        packer_threads: loaders,
-        prefetch: 2,
-        part_bytes: 1 << 20,
-        memory_budget: None,
-    };
-    MinibatchSource::with_options(cfg, limits, Box::new(|_, _| {}), options).unwrap()
-}
-
-/// Runs `f` on another thread and fails if it takes more than `seconds` (a hang).
-fn within<R: Send + 'static>(
-    seconds: u64,
-    what: &str,
-    f: impl FnOnce() -> R + Send + 'static,
-) -> R {
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(f());
-    });
-    finished
-        .recv_timeout(Duration::from_secs(seconds))
-        .unwrap_or_else(|_| panic!("{what}: no result within {seconds} s (a hang or a panic)"))
+    engine(cfg, limits, loaders, loaders, 2, 1 << 20)
 }
 
 /// Reads until the end or the first error: the minibatches before it, and the error.

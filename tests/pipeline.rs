@@ -2,12 +2,15 @@
 //! at any number of loader threads and prefetch depth, with restores, partitions and size
 //! changes; errors in order; prompt shutdown; many readers created and dropped.
 
+mod engine_support;
+
 use std::path::Path;
 
 use ctf_reader::minibatch::Minibatch;
 use ctf_reader::reader::DiagnosticSink;
 use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits, ReferenceSource};
 use ctf_reader::{InputConfig, ReaderConfig};
+use engine_support::{engine, sweeps, within};
 
 fn write_corpus(dir: &Path, sequences: u64) -> String {
     let mut text = String::new();
@@ -37,14 +40,6 @@ fn quiet() -> DiagnosticSink {
     Box::new(|_, _| {})
 }
 
-fn sweeps(n: u64) -> ReadLimits {
-    ReadLimits {
-        max_samples: None,
-        max_sweeps: Some(n),
-        epoch_size: None,
-    }
-}
-
 fn reference(cfg: &ReaderConfig, limits: ReadLimits, size: u64) -> Vec<Minibatch<f32>> {
     let mut s = ReferenceSource::<f32>::new(cfg, limits, quiet()).unwrap();
     std::iter::from_fn(|| s.next_minibatch(size).unwrap().map(|m| m.into_inner())).collect()
@@ -68,29 +63,7 @@ fn threaded_parts(
     prefetch: usize,
     part_bytes: u64,
 ) -> MinibatchSource<f32> {
-    let options = PipelineOptions {
-        loader_threads: loaders,
-        packer_threads: packers,
-        prefetch,
-        part_bytes,
-        memory_budget: None,
-    };
-    MinibatchSource::with_options(cfg, limits, quiet(), options).unwrap()
-}
-
-/// Runs `f` on another thread and fails if it takes more than `seconds` (a hang).
-fn within<R: Send + 'static>(
-    seconds: u64,
-    what: &str,
-    f: impl FnOnce() -> R + Send + 'static,
-) -> R {
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(f());
-    });
-    finished
-        .recv_timeout(std::time::Duration::from_secs(seconds))
-        .unwrap_or_else(|_| panic!("{what}: no result within {seconds} s (a hang or a panic)"))
+    engine(cfg, limits, loaders, packers, prefetch, part_bytes)
 }
 
 /// Chunks of the corpus `cfg` reads.

@@ -8,6 +8,7 @@
 
 #[allow(dead_code)]
 mod cli_support;
+mod engine_support;
 
 use std::ffi::CString;
 use std::path::Path;
@@ -21,9 +22,10 @@ use ctf_reader::ffi::reader::{
 };
 use ctf_reader::ffi::status::ctf_status;
 use ctf_reader::minibatch::Minibatch;
-use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits};
+use ctf_reader::source::{MinibatchSource, ReadLimits};
 use ctf_reader::timeline::checkpoint::Checkpoint;
 use ctf_reader::{InputConfig, ReaderConfig};
+use engine_support::{engine, sweeps};
 
 fn write_corpus(dir: &Path, sequences: u64) -> String {
     let mut text = String::new();
@@ -49,23 +51,8 @@ fn config(file: &str) -> ReaderConfig {
         .unwrap()
 }
 
-fn sweeps(n: u64) -> ReadLimits {
-    ReadLimits {
-        max_samples: None,
-        max_sweeps: Some(n),
-        epoch_size: None,
-    }
-}
-
 fn source(cfg: &ReaderConfig, limits: ReadLimits, loaders: usize) -> MinibatchSource<f32> {
-    let options = PipelineOptions {
-        loader_threads: loaders,
-        packer_threads: loaders,
-        prefetch: 2,
-        part_bytes: 2048,
-        memory_budget: None,
-    };
-    MinibatchSource::with_options(cfg, limits, Box::new(|_, _| {}), options).unwrap()
+    engine(cfg, limits, loaders, loaders, 2, 2048)
 }
 
 /// A line of `/proc/self/status` as a number (`VmRSS` in KiB, `Threads`).
