@@ -52,18 +52,7 @@ fn threaded(
     packers: usize,
     prefetch: usize,
 ) -> MinibatchSource<f32> {
-    threaded_parts(cfg, limits, loaders, packers, prefetch, 1 << 20)
-}
-
-fn threaded_parts(
-    cfg: &ReaderConfig,
-    limits: ReadLimits,
-    loaders: usize,
-    packers: usize,
-    prefetch: usize,
-    part_bytes: u64,
-) -> MinibatchSource<f32> {
-    engine(cfg, limits, loaders, packers, prefetch, part_bytes)
+    engine(cfg, limits, loaders, packers, prefetch, 1 << 20)
 }
 
 /// Chunks of the corpus `cfg` reads.
@@ -112,10 +101,7 @@ fn chunks_parsed_in_parts_give_the_same_minibatches() {
     let want = reference(&cfg, sweeps(2), 11);
     for part_bytes in [1, 100, 1 << 20] {
         for loaders in [1, 3] {
-            let got = drain(
-                &mut threaded_parts(&cfg, sweeps(2), loaders, 2, 2, part_bytes),
-                11,
-            );
+            let got = drain(&mut engine(&cfg, sweeps(2), loaders, 2, 2, part_bytes), 11);
             assert_eq!(got, want, "parts of {part_bytes} bytes, {loaders} loaders");
         }
     }
@@ -158,7 +144,7 @@ fn chunks_parsed_in_parts_give_the_same_minibatches() {
         "the third invalid sequence fails the read"
     );
     for part_bytes in [1, 50] {
-        let mut t = threaded_parts(&bad, sweeps(2), 2, 2, 2, part_bytes);
+        let mut t = engine(&bad, sweeps(2), 2, 2, 2, part_bytes);
         let got = outcome(Box::new(move || {
             t.next_minibatch(5)
                 .map(|m| m.map(|m| m.into_inner()))
@@ -305,7 +291,7 @@ fn smallest_channels_with_1_to_8_loaders_never_hang() {
             let cfg = cfg.clone();
             within(120, &format!("{loaders} loaders"), move || {
                 let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(3), quiet()).unwrap();
-                let mut t = threaded_parts(&cfg, sweeps(3), loaders, 1 + loaders % 3, 1, 1);
+                let mut t = engine(&cfg, sweeps(3), loaders, 1 + loaders % 3, 1, 1);
                 let mut checkpoints = vec![t.checkpoint()];
                 for step in 0..150u64 {
                     match step % 11 {
@@ -475,7 +461,7 @@ fn errors_and_warnings_are_reported_once_by_their_carrier_at_any_part_size() {
         "{want:?}"
     );
     for part_bytes in [1, 1 << 20] {
-        let mut t = threaded_parts(&cfg, sweeps(1), 2, 2, 2, part_bytes);
+        let mut t = engine(&cfg, sweeps(1), 2, 2, 2, part_bytes);
         let got = calls(Box::new(move || {
             t.next_minibatch(1)
                 .map(|m| m.is_some())
@@ -512,7 +498,7 @@ fn the_first_minibatch_reads_at_most_4_mib_itself() {
                 Ok(())
             })),
         );
-        let mut t = threaded_parts(&cfg, sweeps(1), 2, 2, 2, 64 << 10);
+        let mut t = engine(&cfg, sweeps(1), 2, 2, 2, 64 << 10);
         let got = drain(&mut t, size);
         set_read_fault(Path::new(&file), None);
         assert_eq!(got, want, "minibatches of {size}");
