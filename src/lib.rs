@@ -52,7 +52,8 @@ pub mod sync;
 pub mod timeline;
 
 pub use config::{
-    InputConfig, Precision, RandomizerKind, ReaderConfig, ReaderForm, StorageFormat, WindowSize,
+    InputConfig, JoinedDeserializer, Precision, RandomizerKind, ReaderConfig, ReaderForm,
+    StorageFormat, WindowSize,
 };
 pub use diag::{Diagnostic, Severity};
 pub use parser::{Element, ParsedSequences, Sample};

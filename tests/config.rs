@@ -858,6 +858,181 @@ fn wrong_files() {
     assert_error(&with_file("[ a = 1 ]"), 2, 10, &["got a record"]);
 }
 
+/// A composite reader of three deserializers: reader-level parameters from the reader
+/// record, per-deserializer files, inputs and indexing options, inputs in configuration order.
+const COMPOSITE: &str = r#"reader = {
+    randomize = false
+    maxErrors = 3
+    chunkSizeInBytes = 1000
+    deserializers = ({
+        type = "CNTKTextFormatDeserializer"; module = "CNTKTextFormatReader"
+        file = "features.ctf"
+        input = { x = { dim = 2; format = "dense" }; z = { dim = 4; format = "sparse" } }
+    } : {
+        type = "CNTKTextFormatDeserializer"
+        file = ("labels-a.ctf" : "labels-b.ctf")
+        skipSequenceIds = true
+        cacheIndex = true
+        chunkSizeInBytes = 77
+        input = { y = { dim = 5; format = "sparse"; alias = "x"; definesMBSize = true } }
+    } : {
+        type = "CNTKTextFormatDeserializer"
+        file = "weights.ctf"
+        input = { w = { dim = 1; format = "dense" } }
+    })
+}
+"#;
+
+#[test]
+fn composite_reader_of_three_deserializers() {
+    let c = read(COMPOSITE);
+    assert_eq!(c.form, ReaderForm::Composite);
+    assert!(c.is_composite());
+    assert_eq!(c.deserializer_count(), 3);
+    let names: Vec<&str> = c.inputs.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["x", "z", "y", "w"]);
+    assert_eq!(c.mb_size_input(), Some(2));
+    assert_eq!((c.randomize, c.max_errors), (false, 3));
+    assert_eq!(c.files, ["features.ctf"]);
+    assert_eq!(
+        (c.chunk_size_in_bytes, c.skip_sequence_ids, c.cache_index),
+        (1000, false, false)
+    );
+    let labels = c.deserializer_config(1);
+    assert_eq!(labels.files, ["labels-a.ctf", "labels-b.ctf"]);
+    assert_eq!(
+        (
+            labels.chunk_size_in_bytes,
+            labels.skip_sequence_ids,
+            labels.cache_index
+        ),
+        (77, true, true)
+    );
+    assert_eq!(labels.inputs.len(), 1);
+    assert_eq!(
+        labels.inputs[0].alias, "x",
+        "aliases may repeat across deserializers"
+    );
+    assert_eq!(labels.mb_size_input(), Some(0));
+    assert_eq!((labels.randomize, labels.max_errors), (false, 3));
+    let weights = c.deserializer_config(2);
+    assert_eq!(weights.files, ["weights.ctf"]);
+    assert_eq!(
+        weights.chunk_size_in_bytes, 1000,
+        "found in the reader record"
+    );
+    assert_eq!(weights.inputs[0].name, "w");
+    let primary = c.deserializer_config(0);
+    assert_eq!(primary.inputs.len(), 2);
+    assert!(!primary.is_composite());
+
+    // The builder describes the same reader.
+    let built = ReaderConfig::builder()
+        .file("features.ctf")
+        .inputs([InputConfig::dense("x", 2), InputConfig::sparse("z", 4)])
+        .randomize(false)
+        .max_errors(3)
+        .chunk_size_in_bytes(1000)
+        .then_deserializer()
+        .files(["labels-a.ctf", "labels-b.ctf"])
+        .skip_sequence_ids(true)
+        .cache_index(true)
+        .chunk_size_in_bytes(77)
+        .input(
+            InputConfig::sparse("y", 5)
+                .with_alias("x")
+                .defining_mb_size(),
+        )
+        .then_deserializer()
+        .file("weights.ctf")
+        .chunk_size_in_bytes(1000)
+        .input(InputConfig::dense("w", 1))
+        .build()
+        .unwrap();
+    assert_eq!(built, c);
+}
+
+#[test]
+fn composite_reader_errors() {
+    let two = |second_inputs: &str, second_extra: &str| {
+        format!(
+            "reader = {{\n  deserializers = ({{ type = \"CNTKTextFormatDeserializer\"; file = \"a\"; input = {{ x = {{ dim = 1; format = \"dense\"; definesMBSize = true }} }} }} :\n  {{ type = \"CNTKTextFormatDeserializer\"; {second_extra} input = {{ {second_inputs} }} }})\n}}\n"
+        )
+    };
+    let e = error_in(&two("y = { dim = 1; format = \"dense\" }", ""), None);
+    assert!(
+        e.message()
+            .contains("deserializer 2 is missing required parameter 'file'"),
+        "{e}"
+    );
+    assert_eq!(e.line(), 3, "{e}");
+    let e = error_in(
+        &two("X = { dim = 1; format = \"dense\" }", "file = \"b\";"),
+        None,
+    );
+    assert!(
+        e.message()
+            .contains("input 'X' is declared by deserializers 1 and 2 ('x')"),
+        "{e}"
+    );
+    let e = error_in(
+        &two(
+            "y = { dim = 1; format = \"dense\"; definesMBSize = true }",
+            "file = \"b\";",
+        ),
+        None,
+    );
+    assert!(
+        e.message()
+            .contains("only one input may set 'definesMBSize', but 2 do: x, y"),
+        "{e}"
+    );
+    let e = error_in(
+        "reader = {\n  deserializers = ({ type = \"CNTKTextFormatDeserializer\"; file = \"a\"; input = { x = { dim = 1; format = \"dense\" } } } : 3)\n}\n",
+        None,
+    );
+    assert!(
+        e.message()
+            .contains("each of 'deserializers' must be a record, got"),
+        "{e}"
+    );
+    // Inputs must follow each other and belong to a deserializer.
+    let mut c = ReaderConfig::builder()
+        .file("a")
+        .input(InputConfig::dense("x", 1))
+        .then_deserializer()
+        .file("b")
+        .input(InputConfig::dense("y", 1))
+        .build()
+        .unwrap();
+    let mut stray = c.clone();
+    stray.inputs.push(InputConfig::dense("z", 1));
+    let e = ctf_reader::config::ReaderConfigBuilder::from_config(stray)
+        .build()
+        .unwrap_err();
+    assert!(
+        e.message().contains("inputs 2.. belong to no deserializer"),
+        "{e}"
+    );
+    let mut beyond = c.clone();
+    beyond.joined[0].inputs = 1..3;
+    let e = ctf_reader::config::ReaderConfigBuilder::from_config(beyond)
+        .build()
+        .unwrap_err();
+    assert!(
+        e.message().contains("must follow those of the one before"),
+        "{e}"
+    );
+    c.joined[0].inputs = 1..1;
+    let e = ctf_reader::config::ReaderConfigBuilder::from_config(c)
+        .build()
+        .unwrap_err();
+    assert!(
+        e.message().contains("deserializer 2 defines no inputs"),
+        "{e}"
+    );
+}
+
 #[test]
 fn wrong_reader_kinds() {
     assert_error(
@@ -869,12 +1044,23 @@ fn wrong_reader_kinds() {
     let composite =
         |deserializers: &str| format!("reader = {{\n  deserializers = {deserializers}\n}}\n");
     let ctf = "{ type = \"CNTKTextFormatDeserializer\"; file = \"a\"; input = { x = { dim = 1; format = \"dense\" } } }";
-    assert_error(
-        &composite(&format!("({ctf} : {ctf})")),
-        2,
-        20,
-        &["composite configurations with several deserializers are not supported yet: found 2 at 2:20"],
+    let e = error_in(&composite(&format!("({ctf} : {ctf})")), None);
+    assert_eq!(e.line(), 2, "{e}");
+    assert!(
+        e.message().contains(
+            "input 'x' is declared by deserializers 1 and 2 ('x'); input names must be unique \
+             across the reader"
+        ),
+        "{e}"
     );
+    // The second `x` is the one reported.
+    let second_x = composite(&format!("({ctf} : {ctf})"))
+        .lines()
+        .nth(1)
+        .unwrap()
+        .rfind("x = ")
+        .unwrap();
+    assert_eq!(e.col() as usize, second_x + 1, "{e}");
     assert_error(
         &composite("({ type = \"ImageDeserializer\"; file = \"a\" })"),
         2,

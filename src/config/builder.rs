@@ -7,7 +7,8 @@ mod validate;
 pub(crate) use validate::{validate, InputOrigin, Origin};
 
 use super::{
-    InputConfig, Precision, RandomizerKind, ReaderConfig, ReaderForm, DEFAULT_CHUNK_SIZE_IN_BYTES,
+    InputConfig, JoinedDeserializer, Precision, RandomizerKind, ReaderConfig, ReaderForm,
+    DEFAULT_CHUNK_SIZE_IN_BYTES,
 };
 use crate::config::ConfigError;
 
@@ -33,6 +34,7 @@ pub(crate) fn defaults() -> ReaderConfig {
         num_data_partitions: 1,
         partition_index: 0,
         form: ReaderForm::Legacy,
+        joined: Vec::new(),
     }
 }
 
@@ -75,32 +77,79 @@ impl ReaderConfigBuilder {
         ReaderConfigBuilder { config }
     }
 
-    /// Adds a data file.
+    /// Adds a data file (to the deserializer being described).
     pub fn file(mut self, path: impl Into<String>) -> Self {
-        self.config.files.push(path.into());
+        self.current_files().push(path.into());
         self
     }
 
-    /// Adds several data files, in order.
+    /// Adds several data files, in order (to the deserializer being described).
     pub fn files<I, S>(mut self, paths: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.config.files.extend(paths.into_iter().map(Into::into));
+        self.current_files()
+            .extend(paths.into_iter().map(Into::into));
         self
     }
 
-    /// Adds an input; inputs keep the order they are added in.
+    /// Adds an input (to the deserializer being described); inputs keep the order they are
+    /// added in.
     pub fn input(mut self, input: InputConfig) -> Self {
         self.config.inputs.push(input);
+        if let Some(joined) = self.config.joined.last_mut() {
+            joined.inputs.end = self.config.inputs.len();
+        }
         self
     }
 
-    /// Adds several inputs, in order.
+    /// Adds several inputs, in order (to the deserializer being described).
     pub fn inputs(mut self, inputs: impl IntoIterator<Item = InputConfig>) -> Self {
-        self.config.inputs.extend(inputs);
+        for input in inputs {
+            self = self.input(input);
+        }
         self
+    }
+
+    /// Starts describing the next deserializer of a composite reader: later `file`,
+    /// `input`, `skip_sequence_ids`, `chunk_size_in_bytes` and `cache_index` calls apply to
+    /// it. Its sequences are joined by key to those of the first deserializer (see
+    /// [`JoinedDeserializer`]); the form becomes [`ReaderForm::Composite`].
+    ///
+    /// ```
+    /// use ctf_reader::{InputConfig, ReaderConfig};
+    ///
+    /// let config = ReaderConfig::builder()
+    ///     .file("features.ctf")
+    ///     .input(InputConfig::dense("x", 784))
+    ///     .then_deserializer()
+    ///     .file("labels.ctf")
+    ///     .input(InputConfig::dense("y", 10))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.deserializer_count(), 2);
+    /// assert_eq!(config.deserializer_config(1).files, ["labels.ctf"]);
+    /// ```
+    pub fn then_deserializer(mut self) -> Self {
+        let at = self.config.inputs.len();
+        self.config.joined.push(JoinedDeserializer {
+            files: Vec::new(),
+            inputs: at..at,
+            skip_sequence_ids: false,
+            chunk_size_in_bytes: DEFAULT_CHUNK_SIZE_IN_BYTES,
+            cache_index: false,
+        });
+        self.config.form = ReaderForm::Composite;
+        self
+    }
+
+    /// The file list of the deserializer being described.
+    fn current_files(&mut self) -> &mut Vec<String> {
+        match self.config.joined.last_mut() {
+            Some(joined) => &mut joined.files,
+            None => &mut self.config.files,
+        }
     }
 
     /// Sets `precision` (default float).
@@ -135,7 +184,10 @@ impl ReaderConfigBuilder {
 
     /// Sets `skipSequenceIds` (default false).
     pub fn skip_sequence_ids(mut self, skip: bool) -> Self {
-        self.config.skip_sequence_ids = skip;
+        match self.config.joined.last_mut() {
+            Some(joined) => joined.skip_sequence_ids = skip,
+            None => self.config.skip_sequence_ids = skip,
+        }
         self
     }
 
@@ -153,7 +205,10 @@ impl ReaderConfigBuilder {
 
     /// Sets `chunkSizeInBytes` (default 32 MiB).
     pub fn chunk_size_in_bytes(mut self, bytes: u64) -> Self {
-        self.config.chunk_size_in_bytes = bytes;
+        match self.config.joined.last_mut() {
+            Some(joined) => joined.chunk_size_in_bytes = bytes,
+            None => self.config.chunk_size_in_bytes = bytes,
+        }
         self
     }
 
@@ -171,7 +226,10 @@ impl ReaderConfigBuilder {
 
     /// Sets `cacheIndex` (default false).
     pub fn cache_index(mut self, cache: bool) -> Self {
-        self.config.cache_index = cache;
+        match self.config.joined.last_mut() {
+            Some(joined) => joined.cache_index = cache,
+            None => self.config.cache_index = cache,
+        }
         self
     }
 

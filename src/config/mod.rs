@@ -137,6 +137,30 @@ pub struct ReaderConfig {
     pub partition_index: u32,
     /// Which reader form the configuration used.
     pub form: ReaderForm,
+    /// The deserializers after the first of a composite reader, joined to the first one's
+    /// sequences by key (empty for a single deserializer). `files`, the inputs before the
+    /// first of theirs, `skip_sequence_ids`, `chunk_size_in_bytes` and `cache_index` above
+    /// are the first deserializer's.
+    pub joined: Vec<JoinedDeserializer>,
+}
+
+/// A deserializer after the first of a composite reader (`deserializers = ({...} : {...})`).
+///
+/// The first deserializer is primary: its sequences drive order, chunking, sharding and
+/// checkpoints. A joined deserializer contributes, to each primary sequence, its own sequence
+/// with the same key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct JoinedDeserializer {
+    /// Its data files, as written in the configuration.
+    pub files: Vec<String>,
+    /// Its inputs: a range of [`ReaderConfig::inputs`].
+    pub inputs: std::ops::Range<usize>,
+    /// Its `skipSequenceIds`.
+    pub skip_sequence_ids: bool,
+    /// Its `chunkSizeInBytes` (the unit its index groups sequences in).
+    pub chunk_size_in_bytes: u64,
+    /// Its `cacheIndex`.
+    pub cache_index: bool,
 }
 
 /// The randomizer of a sweep (SPEC §7.3).
@@ -184,5 +208,46 @@ impl ReaderConfig {
     /// Index of the input that defines minibatch sizes, if one does.
     pub fn mb_size_input(&self) -> Option<usize> {
         self.inputs.iter().position(|i| i.defines_mb_size)
+    }
+
+    /// Whether several deserializers are joined by key.
+    pub fn is_composite(&self) -> bool {
+        !self.joined.is_empty()
+    }
+
+    /// Number of deserializers: 1, plus the joined ones.
+    pub fn deserializer_count(&self) -> usize {
+        1 + self.joined.len()
+    }
+
+    /// The inputs of deserializer `d` (0 is the primary), as a range of
+    /// [`inputs`](Self::inputs).
+    pub fn deserializer_inputs(&self, d: usize) -> std::ops::Range<usize> {
+        match d {
+            0 => {
+                0..self
+                    .joined
+                    .first()
+                    .map_or(self.inputs.len(), |j| j.inputs.start)
+            }
+            d => self.joined[d - 1].inputs.clone(),
+        }
+    }
+
+    /// The configuration of deserializer `d` (0 is the primary) read on its own: its files,
+    /// inputs and indexing options, with every reader-level parameter of this one. The index
+    /// of each file and the parse of each of its sequences come from it.
+    pub fn deserializer_config(&self, d: usize) -> ReaderConfig {
+        let mut config = self.clone();
+        config.inputs = self.inputs[self.deserializer_inputs(d)].to_vec();
+        config.joined = Vec::new();
+        if d > 0 {
+            let joined = &self.joined[d - 1];
+            config.files = joined.files.clone();
+            config.skip_sequence_ids = joined.skip_sequence_ids;
+            config.chunk_size_in_bytes = joined.chunk_size_in_bytes;
+            config.cache_index = joined.cache_index;
+        }
+        config
     }
 }

@@ -19,8 +19,10 @@ pub(crate) struct Origin {
     pub file: Option<Pos>,
     /// The `input` value.
     pub input: Option<Pos>,
-    /// One entry per input, in order.
+    /// One entry per input, in order (of every deserializer).
     pub inputs: Vec<InputOrigin>,
+    /// The record of each joined deserializer (composite readers), in order.
+    pub joined: Vec<Option<Pos>>,
 }
 
 /// Where the parameters of one input were written.
@@ -63,15 +65,17 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
             "parameter 'file' must not be an empty path".to_string(),
         ));
     }
-    if config.inputs.is_empty() {
+    if config.deserializer_inputs(0).is_empty() {
         return Err(origin.error(
             origin.input.or(origin.params),
             "parameter 'input' defines no inputs; at least one is required".to_string(),
         ));
     }
+    check_joined(&config, origin)?;
     for (i, input) in config.inputs.iter().enumerate() {
         let at = origin.input(i);
         let name = &input.name;
+        let group = deserializer_of(&config, i);
         if name.is_empty() {
             return Err(origin.error(at.name, "an input has an empty name".to_string()));
         }
@@ -111,12 +115,21 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
                 ),
             ));
         }
-        if let Some(first) = config
-            .inputs
-            .iter()
-            .take(i)
-            .find(|other| other.name.eq_ignore_ascii_case(name))
-        {
+        if let Some(first) = (0..i).find(|&j| config.inputs[j].name.eq_ignore_ascii_case(name)) {
+            let other = deserializer_of(&config, first);
+            if other != group {
+                return Err(origin.error(
+                    at.name,
+                    format!(
+                        "input '{name}' is declared by deserializers {} and {} ('{}'); input \
+                         names must be unique across the reader (case-insensitive)",
+                        other + 1,
+                        group + 1,
+                        config.inputs[first].name
+                    ),
+                ));
+            }
+            let first = &config.inputs[first];
             return Err(origin.error(
                 at.name,
                 format!(
@@ -125,10 +138,9 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
                 ),
             ));
         }
-        if let Some(first) = config
-            .inputs
+        // Aliases name inputs inside one deserializer's files.
+        if let Some(first) = config.inputs[config.deserializer_inputs(group).start..i]
             .iter()
-            .take(i)
             .find(|o| o.alias == input.alias)
         {
             return Err(origin.error(
@@ -198,6 +210,62 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
         }
     }
     Ok(config)
+}
+
+/// The deserializer (0 for the primary) that input `input` belongs to.
+fn deserializer_of(config: &ReaderConfig, input: usize) -> usize {
+    config
+        .joined
+        .iter()
+        .rposition(|j| j.inputs.start <= input)
+        .map_or(0, |d| d + 1)
+}
+
+/// Checks the joined deserializers of a composite reader: files, and inputs that follow the
+/// previous deserializer's.
+fn check_joined(config: &ReaderConfig, origin: &Origin) -> Result<(), ConfigError> {
+    let mut next = config.deserializer_inputs(0).end;
+    for (d, joined) in config.joined.iter().enumerate() {
+        let at = origin.joined.get(d).copied().flatten().or(origin.params);
+        let number = d + 2;
+        if joined.files.is_empty() {
+            return Err(origin.error(
+                at,
+                format!("deserializer {number} is missing required parameter 'file'"),
+            ));
+        }
+        if joined.files.iter().any(|f| f.trim().is_empty()) {
+            return Err(origin.error(
+                at,
+                format!("parameter 'file' of deserializer {number} must not be an empty path"),
+            ));
+        }
+        if joined.inputs.start != next || joined.inputs.end > config.inputs.len() {
+            return Err(origin.error(
+                at,
+                format!(
+                    "the inputs of deserializer {number} ({:?}) must follow those of the one \
+                     before (from {next}) within the {} inputs",
+                    joined.inputs,
+                    config.inputs.len()
+                ),
+            ));
+        }
+        if joined.inputs.is_empty() {
+            return Err(origin.error(
+                at,
+                format!("deserializer {number} defines no inputs; at least one is required"),
+            ));
+        }
+        next = joined.inputs.end;
+    }
+    if next != config.inputs.len() {
+        return Err(origin.error(
+            origin.params,
+            format!("inputs {next}.. belong to no deserializer (the last one ends at {next})"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

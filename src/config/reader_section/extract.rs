@@ -10,8 +10,8 @@
 use crate::config::brainscript::{Error, Evaluator, ExprKind, Pos, RecordValue, Value};
 use crate::config::builder::{defaults, validate, InputOrigin, Origin};
 use crate::config::{
-    ConfigError, ConfigWarning, InputConfig, Precision, RandomizerKind, ReaderConfig, ReaderForm,
-    StorageFormat,
+    ConfigError, ConfigWarning, InputConfig, JoinedDeserializer, Precision, RandomizerKind,
+    ReaderConfig, ReaderForm, StorageFormat,
 };
 
 use super::keys::{is_reader_key, reader_keys, suggest, INPUT_PARAMS};
@@ -241,7 +241,7 @@ impl<'a> Extractor<'_, 'a> {
 
     fn reader(&mut self, reader: &RecordValue<'a>) -> Result<ReaderConfig, ConfigError> {
         self.check_keys(reader, None)?;
-        let (form, params) = match reader
+        match reader
             .find("deserializers")
             .map_err(|e| self.script_error(&e))?
         {
@@ -251,9 +251,22 @@ impl<'a> Extractor<'_, 'a> {
                     .eval
                     .eval_member(&found)
                     .map_err(|e| self.eval_error("parameter 'deserializers'", pos, &e))?;
-                let deserializer = self.deserializer(value, pos)?;
-                self.check_keys(&deserializer, None)?;
-                (ReaderForm::Composite, deserializer)
+                let deserializers = self.deserializers(value, pos)?;
+                let mut merged: Option<(ReaderConfig, Origin)> = None;
+                for deserializer in &deserializers {
+                    self.check_keys(deserializer, None)?;
+                    let (config, origin) = self.parameters(deserializer, ReaderForm::Composite)?;
+                    merged = Some(match merged {
+                        None => (config, origin),
+                        Some((primary, primary_origin)) => {
+                            join(primary, primary_origin, config, origin, deserializer.pos())
+                        }
+                    });
+                }
+                let Some((config, origin)) = merged else {
+                    return Err(ConfigError::at(&self.source, pos, "no deserializer given"));
+                };
+                validate(config, &origin)
             }
             None => {
                 if let Some(p) = self.reader_param(reader, "readerType")? {
@@ -265,15 +278,19 @@ impl<'a> Extractor<'_, 'a> {
                         ));
                     }
                 }
-                (ReaderForm::Legacy, reader.clone())
+                let (config, origin) = self.parameters(reader, ReaderForm::Legacy)?;
+                validate(config, &origin)
             }
-        };
-        self.parameters(&params, form)
+        }
     }
 
-    /// The single CTF deserializer of a composite reader.
-    fn deserializer(&mut self, value: Value<'a>, pos: Pos) -> Result<RecordValue<'a>, ConfigError> {
-        let mut records = match value {
+    /// The CTF deserializers of a composite reader, in order (a single record counts as one).
+    fn deserializers(
+        &mut self,
+        value: Value<'a>,
+        pos: Pos,
+    ) -> Result<Vec<RecordValue<'a>>, ConfigError> {
+        let records = match value {
             Value::Record(r) => vec![r],
             Value::Array(items) => {
                 let mut records = Vec::new();
@@ -305,20 +322,18 @@ impl<'a> Extractor<'_, 'a> {
                 ))
             }
         };
-        if records.len() != 1 {
-            return Err(ConfigError::at(
-                &self.source,
-                pos,
-                format!(
-                    "composite configurations with several deserializers are not supported yet: found {} at {pos}",
-                    records.len()
-                ),
-            ));
-        }
-        let Some(deserializer) = records.pop() else {
+        if records.is_empty() {
             return Err(ConfigError::at(&self.source, pos, "no deserializer given"));
-        };
-        match self.param(&deserializer, "type", false, "deserializer parameter 'type'".into())? {
+        }
+        for deserializer in &records {
+            self.check_deserializer(deserializer)?;
+        }
+        Ok(records)
+    }
+
+    /// Checks a deserializer's `type` and `module`.
+    fn check_deserializer(&mut self, deserializer: &RecordValue<'a>) -> Result<(), ConfigError> {
+        match self.param(deserializer, "type", false, "deserializer parameter 'type'".into())? {
             None => {
                 return Err(ConfigError::at(
                     &self.source,
@@ -337,7 +352,7 @@ impl<'a> Extractor<'_, 'a> {
             }
         }
         if let Some(p) = self.param(
-            &deserializer,
+            deserializer,
             "module",
             false,
             "deserializer parameter 'module'".into(),
@@ -350,7 +365,7 @@ impl<'a> Extractor<'_, 'a> {
                 ));
             }
         }
-        Ok(deserializer)
+        Ok(())
     }
 
     /// Warns about unknown keys of a reader, deserializer or input record (`input` names the
@@ -399,12 +414,13 @@ impl<'a> Extractor<'_, 'a> {
         Ok(())
     }
 
-    /// Reads every parameter from `params` (reader or deserializer) and validates them.
+    /// Reads every parameter from `params` (reader or deserializer), with where each was
+    /// written, for the validation.
     fn parameters(
         &mut self,
         params: &RecordValue<'a>,
         form: ReaderForm,
-    ) -> Result<ReaderConfig, ConfigError> {
+    ) -> Result<(ReaderConfig, Origin), ConfigError> {
         let source = self.source.clone();
         let src = source.as_str();
         let mut config = defaults();
@@ -523,7 +539,7 @@ impl<'a> Extractor<'_, 'a> {
         if let Some(p) = self.reader_param(params, "partitionIndex")? {
             config.partition_index = p.u32(src)?;
         }
-        validate(config, &origin)
+        Ok((config, origin))
     }
 
     /// One input of the `input` record.
@@ -593,6 +609,30 @@ impl<'a> Extractor<'_, 'a> {
         }
         Ok((config, at))
     }
+}
+
+/// Appends a deserializer read on its own (`config`, written at `pos`) to a composite
+/// configuration as a joined deserializer. Reader-level parameters stay those of the first
+/// deserializer: they are found through the reader record by every deserializer alike.
+fn join(
+    mut primary: ReaderConfig,
+    mut origin: Origin,
+    config: ReaderConfig,
+    config_origin: Origin,
+    pos: Pos,
+) -> (ReaderConfig, Origin) {
+    let start = primary.inputs.len();
+    primary.inputs.extend(config.inputs);
+    primary.joined.push(JoinedDeserializer {
+        files: config.files,
+        inputs: start..primary.inputs.len(),
+        skip_sequence_ids: config.skip_sequence_ids,
+        chunk_size_in_bytes: config.chunk_size_in_bytes,
+        cache_index: config.cache_index,
+    });
+    origin.inputs.extend(config_origin.inputs);
+    origin.joined.push(Some(pos));
+    (primary, origin)
 }
 
 #[cfg(test)]
