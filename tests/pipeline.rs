@@ -508,3 +508,126 @@ fn the_first_minibatch_reads_at_most_4_mib_itself() {
         assert_eq!(counters.bytes_read, file_bytes, "{counters:?}");
     }
 }
+
+/// Writes the same corpus twice: as one id-mode file `merged.ctf` holding inputs `x`, `y`
+/// and `z`, and as three files holding one input each, `y`'s sequences in another order and
+/// `z`'s in reverse. Every line of the merged file holds at least one input, so each merged
+/// sequence has as many lines as its longest input, which is what a joined sequence counts.
+fn write_split_corpus(dir: &Path, sequences: u64) -> [String; 4] {
+    let (mut merged, mut xs) = (String::new(), String::new());
+    let mut ys = vec![String::new(); sequences as usize];
+    let mut zs = vec![String::new(); sequences as usize];
+    for id in 0..sequences {
+        let (len_x, len_y, len_z) = (1 + id % 4, 1 + (id * 7) % 3, 1 + (id * 5) % 5);
+        for t in 0..len_x.max(len_y).max(len_z) {
+            merged.push_str(&id.to_string());
+            if t < len_x {
+                let x = format!(" |x {id} {t}");
+                merged.push_str(&x);
+                xs.push_str(&format!("{id}{x}\n"));
+            }
+            if t < len_y {
+                let y = format!(" |y {}:{}.5", (id + t) % 7, t);
+                merged.push_str(&y);
+                ys[id as usize].push_str(&format!("{id}{y}\n"));
+            }
+            if t < len_z {
+                let z = format!(" |z {}.25", id * 10 + t);
+                merged.push_str(&z);
+                zs[id as usize].push_str(&format!("{id}{z}\n"));
+            }
+            merged.push('\n');
+        }
+    }
+    // y: a permutation (37 is coprime with the counts used); z: reversed.
+    let n = sequences as usize;
+    let y_text: String = (0..n).map(|i| ys[(i * 37) % n].as_str()).collect();
+    let z_text: String = zs.iter().rev().map(String::as_str).collect();
+    let mut paths = Vec::new();
+    for (name, text) in [("merged", merged), ("x", xs), ("y", y_text), ("z", z_text)] {
+        let path = dir.join(format!("{name}.ctf"));
+        std::fs::write(&path, text).unwrap();
+        paths.push(path.to_string_lossy().into_owned());
+    }
+    paths.try_into().unwrap()
+}
+
+/// A composite reader of three deserializers (keys in three orders) gives the minibatches of
+/// the one file holding every input: randomized with one sequence per chunk in both (so
+/// their timelines match), or in file order with parts of many sequences, with `definesMBSize` in the first or a joined deserializer, in
+/// the reference engine and the threaded one at several thread counts and prefetch depths,
+/// across restores.
+#[test]
+fn a_composite_reader_gives_the_minibatches_of_the_merged_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let [merged, x, y, z] = write_split_corpus(dir.path(), 120);
+    for randomize in [true, false] {
+        for defining in [None, Some("x"), Some("y")] {
+            let input = |name: &str, i: InputConfig| match defining {
+                Some(d) if d == name => i.defining_mb_size(),
+                _ => i,
+            };
+            let single = ReaderConfig::builder()
+                .file(&merged)
+                .input(input("x", InputConfig::dense("x", 2)))
+                .input(input("y", InputConfig::sparse("y", 7)))
+                .input(InputConfig::dense("z", 1))
+                .chunk_size_in_bytes(0)
+                .randomization_window(3)
+                .randomize(randomize)
+                .trace_level(0)
+                .build()
+                .unwrap();
+            // In file order the chunks do not shape the timeline: parts of many sequences.
+            let primary_chunks = if randomize { 0 } else { 700 };
+            let composite = ReaderConfig::builder()
+                .file(&x)
+                .input(input("x", InputConfig::dense("x", 2)))
+                .chunk_size_in_bytes(primary_chunks)
+                .then_deserializer()
+                .file(&y)
+                .input(input("y", InputConfig::sparse("y", 7)))
+                .chunk_size_in_bytes(40)
+                .then_deserializer()
+                .file(&z)
+                .input(InputConfig::dense("z", 1))
+                .randomization_window(3)
+                .randomize(randomize)
+                .trace_level(0)
+                .build()
+                .unwrap();
+            let want = reference(&single, sweeps(2), 9);
+            assert!(want.len() > 20);
+            let what = format!("randomize {randomize}, definesMBSize {defining:?}");
+            assert!(
+                reference(&composite, sweeps(2), 9) == want,
+                "reference engine, {what}"
+            );
+            for (loaders, packers, prefetch) in [(1, 1, 1), (2, 2, 2), (4, 3, 5)] {
+                let got = drain(
+                    &mut threaded(&composite, sweeps(2), loaders, packers, prefetch),
+                    9,
+                );
+                assert!(got == want, "{loaders} loaders, {packers} packers, {what}");
+            }
+            // A restore mid-sweep continues exactly as the uninterrupted read.
+            let mut source = threaded(&composite, sweeps(2), 2, 2, 2);
+            let head = drain_n(&mut source, 9, 11);
+            let token = source.checkpoint();
+            drop(source);
+            let mut restored = threaded(&composite, sweeps(2), 3, 1, 2);
+            restored.restore(&token).unwrap();
+            let tail = drain(&mut restored, 9);
+            assert!(
+                head.into_iter().chain(tail).collect::<Vec<_>>() == want,
+                "restored, {what}"
+            );
+        }
+    }
+}
+
+fn drain_n(s: &mut MinibatchSource<f32>, size: u64, n: usize) -> Vec<Minibatch<f32>> {
+    (0..n)
+        .map(|_| s.next_minibatch(size).unwrap().unwrap().into_inner())
+        .collect()
+}
