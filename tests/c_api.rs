@@ -7,6 +7,10 @@
 //! them.
 
 #[allow(dead_code)]
+mod cli_support;
+#[allow(dead_code)]
+mod composite_support;
+#[allow(dead_code)]
 #[path = "cli_support/json.rs"]
 mod json;
 
@@ -158,6 +162,27 @@ fn api_test() -> Option<&'static (tempfile::TempDir, PathBuf)> {
             Some((dir, exe))
         })
         .as_ref()
+}
+
+/// The composite reader through the C ABI (`tests/c_api/composite.c`): from a file, from
+/// text and from the builder (`ctf_config_add_deserializer`), the same joined minibatches,
+/// checked against the data written here; under valgrind memcheck when installed.
+#[test]
+fn c_composite_reader_joins_deserializers_by_key() {
+    if !have("cc") {
+        println!("note: cc not found: the composite C test is not built");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("composite");
+    compile_c(&Path::new(ROOT).join("tests/c_api/composite.c"), &exe);
+    let case = composite_support::CCase::write(dir.path());
+    let stdout = if have("valgrind") {
+        memcheck(&exe, &case.args())
+    } else {
+        run_ok(&exe, &case.args())
+    };
+    case.check(&stdout);
 }
 
 fn parse_json_lines(stdout: &str) -> Vec<Json> {
