@@ -624,7 +624,8 @@ size_t ctf_config_warning_count(const struct ctf_config *config);
 const char *ctf_config_warning(const struct ctf_config *config, size_t index);
 
 /**
- * Adds a data file (or a glob pattern) to read, after those already there.
+ * Adds a data file (or a glob pattern) to read, after those already there (of the
+ * deserializer being described: see `ctf_config_add_deserializer`).
  *
  * Thread safety: one thread at a time per configuration.
  *
@@ -635,6 +636,7 @@ enum ctf_status ctf_config_add_file(struct ctf_config *config, const char *path)
 
 /**
  * Adds an input (a stream), after those already there: stream indexes follow this order.
+ * It belongs to the deserializer being described (see `ctf_config_add_deserializer`).
  * `alias` is the name used in the data (NULL: the same as `name`); `dim` is at least 1.
  *
  * Thread safety: one thread at a time per configuration.
@@ -647,6 +649,21 @@ enum ctf_status ctf_config_add_input(struct ctf_config *config,
                                      const char *alias,
                                      size_t dim,
                                      enum ctf_storage storage);
+
+/**
+ * Starts the next deserializer of a composite reader: later `ctf_config_add_file` and
+ * `ctf_config_add_input` calls, and `ctf_config_set_chunk_size`,
+ * `ctf_config_set_cache_index` and `ctf_config_set_skip_sequence_ids`, apply to it. Its
+ * sequences are joined to those of the first deserializer by key (the first one's order,
+ * chunks and sharding drive the read); its streams follow those already added. Input names
+ * must be unique across the reader.
+ *
+ * Thread safety: one thread at a time per configuration.
+ *
+ * # Safety
+ * `config` is NULL or live.
+ */
+enum ctf_status ctf_config_add_deserializer(struct ctf_config *config);
 
 /**
  * Sets the element type of the values (`precision`: float or double).
@@ -703,6 +720,8 @@ enum ctf_status ctf_config_set_trace_level(struct ctf_config *config, uint32_t l
 /**
  * Sets `chunkSizeInBytes`.
  *
+ * Applies to the deserializer being described (see `ctf_config_add_deserializer`).
+ *
  * Thread safety: one thread at a time per configuration.
  *
  * # Safety
@@ -733,6 +752,8 @@ enum ctf_status ctf_config_set_frame_mode(struct ctf_config *config, bool frame_
 /**
  * Sets `cacheIndex` (write and reuse an index next to each data file).
  *
+ * Applies to the deserializer being described (see `ctf_config_add_deserializer`).
+ *
  * Thread safety: one thread at a time per configuration.
  *
  * # Safety
@@ -742,6 +763,8 @@ enum ctf_status ctf_config_set_cache_index(struct ctf_config *config, bool cache
 
 /**
  * Sets `skipSequenceIds` (every line is a sequence; keys are line numbers).
+ *
+ * Applies to the deserializer being described (see `ctf_config_add_deserializer`).
  *
  * Thread safety: one thread at a time per configuration.
  *

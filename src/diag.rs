@@ -35,9 +35,52 @@ pub struct Diagnostic {
     pub col: u64,
     /// What is wrong, naming the input where there is one.
     pub message: String,
+    /// For the data of a joined deserializer (composite readers): where in its files the
+    /// diagnostic really lies. `line` and `col` are then the first line, column 1, of the
+    /// primary sequence it was joined to, which orders it among that file's diagnostics.
+    pub joined_at: Option<Box<JoinedPosition>>,
+}
+
+/// A position in a joined deserializer's file (see [`Diagnostic::joined_at`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinedPosition {
+    /// The file, as written in the configuration.
+    pub file: String,
+    /// 1-based line number within the file.
+    pub line: u64,
+    /// 1-based column, counted in bytes.
+    pub col: u64,
 }
 
 impl Diagnostic {
+    /// An error or warning at `line`:`col` of the file it is reported with.
+    pub fn new(severity: Severity, line: u64, col: u64, message: String) -> Self {
+        Diagnostic {
+            severity,
+            line,
+            col,
+            message,
+            joined_at: None,
+        }
+    }
+
+    /// The file and diagnostic to report for one found in `file`: itself, or for a joined
+    /// deserializer's data, the same diagnostic at its place in that deserializer's file.
+    pub fn resolved<'a>(&'a self, file: &'a str) -> (&'a str, std::borrow::Cow<'a, Diagnostic>) {
+        match &self.joined_at {
+            None => (file, std::borrow::Cow::Borrowed(self)),
+            Some(at) => (
+                &at.file,
+                std::borrow::Cow::Owned(Diagnostic::new(
+                    self.severity,
+                    at.line,
+                    at.col,
+                    self.message.clone(),
+                )),
+            ),
+        }
+    }
+
     /// Renders the diagnostic with the file name as written in the configuration.
     pub fn display_in<'a>(&'a self, file: &'a str) -> impl fmt::Display + 'a {
         DiagnosticInFile { diag: self, file }
@@ -51,11 +94,11 @@ struct DiagnosticInFile<'a> {
 
 impl fmt::Display for DiagnosticInFile<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let d = self.diag;
+        let (file, d) = self.diag.resolved(self.file);
         write!(
             f,
             "{}:{}:{}: {}: {}",
-            self.file, d.line, d.col, d.severity, d.message
+            file, d.line, d.col, d.severity, d.message
         )
     }
 }

@@ -55,5 +55,5 @@ pub use config::{
     InputConfig, JoinedDeserializer, Precision, RandomizerKind, ReaderConfig, ReaderForm,
     StorageFormat, WindowSize,
 };
-pub use diag::{Diagnostic, Severity};
+pub use diag::{Diagnostic, JoinedPosition, Severity};
 pub use parser::{Element, ParsedSequences, Sample};

@@ -1098,14 +1098,14 @@ fn configuration_errors_exit_2() {
         ),
         ("no-reader", "train = [ action = \"train\" ]\n".to_string()),
         (
-            "two-deserializers",
+            "one-name-in-two-deserializers",
             r#"reader = {
                 deserializers = ({
                     type = "CNTKTextFormatDeserializer" ; module = "CNTKTextFormatReader"
                     file = "a.ctf" ; input = { v = { dim = 1 ; format = "dense" } }
                 } : {
                     type = "CNTKTextFormatDeserializer" ; module = "CNTKTextFormatReader"
-                    file = "b.ctf" ; input = { w = { dim = 1 ; format = "dense" } }
+                    file = "b.ctf" ; input = { V = { dim = 1 ; format = "dense" } }
                 })
             }"#
             .to_string(),
@@ -1116,7 +1116,11 @@ fn configuration_errors_exit_2() {
         write(dir, &file, text);
         assert_usage_error(dir, &[&file]);
     }
-    for (name, key) in [("no-input", "input"), ("no-file", "file")] {
+    for (name, key) in [
+        ("no-input", "input"),
+        ("no-file", "file"),
+        ("one-name-in-two-deserializers", "unique across the reader"),
+    ] {
         let r = run(&["dump", &format!("{name}.cntk")], Some(dir));
         assert!(r.stderr.contains(key), "{name}: {}", r.stderr);
     }

@@ -333,7 +333,8 @@ pub unsafe extern "C" fn ctf_config_warning(
     })
 }
 
-/// Adds a data file (or a glob pattern) to read, after those already there.
+/// Adds a data file (or a glob pattern) to read, after those already there (of the
+/// deserializer being described: see `ctf_config_add_deserializer`).
 ///
 /// Thread safety: one thread at a time per configuration.
 ///
@@ -355,6 +356,7 @@ pub unsafe extern "C" fn ctf_config_add_file(
 }
 
 /// Adds an input (a stream), after those already there: stream indexes follow this order.
+/// It belongs to the deserializer being described (see `ctf_config_add_deserializer`).
 /// `alias` is the name used in the data (NULL: the same as `name`); `dim` is at least 1.
 ///
 /// Thread safety: one thread at a time per configuration.
@@ -385,6 +387,28 @@ pub unsafe extern "C" fn ctf_config_add_input(
             }
             .with_alias(alias);
             config.update(|b| b.input(input));
+            Ok(())
+        })
+    }
+}
+
+/// Starts the next deserializer of a composite reader: later `ctf_config_add_file` and
+/// `ctf_config_add_input` calls, and `ctf_config_set_chunk_size`,
+/// `ctf_config_set_cache_index` and `ctf_config_set_skip_sequence_ids`, apply to it. Its
+/// sequences are joined to those of the first deserializer by key (the first one's order,
+/// chunks and sharding drive the read); its streams follow those already added. Input names
+/// must be unique across the reader.
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_add_deserializer(config: *mut ctf_config) -> ctf_status {
+    // SAFETY: the caller passes a live configuration (or NULL).
+    unsafe {
+        with_config(config, |config| {
+            config.update(|b| b.then_deserializer());
             Ok(())
         })
     }
@@ -492,6 +516,8 @@ pub unsafe extern "C" fn ctf_config_set_trace_level(
 
 /// Sets `chunkSizeInBytes`.
 ///
+/// Applies to the deserializer being described (see `ctf_config_add_deserializer`).
+///
 /// Thread safety: one thread at a time per configuration.
 ///
 /// # Safety
@@ -537,6 +563,8 @@ pub unsafe extern "C" fn ctf_config_set_frame_mode(
 
 /// Sets `cacheIndex` (write and reuse an index next to each data file).
 ///
+/// Applies to the deserializer being described (see `ctf_config_add_deserializer`).
+///
 /// Thread safety: one thread at a time per configuration.
 ///
 /// # Safety
@@ -551,6 +579,8 @@ pub unsafe extern "C" fn ctf_config_set_cache_index(
 }
 
 /// Sets `skipSequenceIds` (every line is a sequence; keys are line numbers).
+///
+/// Applies to the deserializer being described (see `ctf_config_add_deserializer`).
 ///
 /// Thread safety: one thread at a time per configuration.
 ///

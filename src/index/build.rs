@@ -18,6 +18,7 @@ use crate::index::cache::{
 };
 use crate::index::chunking::{FileChunker, IndexLimits};
 use crate::index::files::{content_hash, expand_file_patterns, DataFile, FileStamp};
+use crate::index::join::{join_sample_counts, match_keys};
 use crate::index::repeats::find_repeats;
 use crate::index::scan::{FileSummary, ScannedSequence};
 use crate::index::segments::SplitScan;
@@ -115,13 +116,61 @@ pub struct OpenedIndex {
     /// The background writer of missing caches ([`CacheMode::Use`]); dropping it waits for
     /// it.
     pub cache_writer: Option<CacheWriter>,
+    /// The background writers of the joined deserializers' missing caches (composite
+    /// readers); dropping them waits for them.
+    pub joined_cache_writers: Vec<CacheWriter>,
 }
 
-/// Builds the index of the corpus `config` describes.
+/// Builds the index of the corpus `config` describes. For a composite reader, each
+/// deserializer is indexed on its own (with its own caches, as its `cacheIndex` says, or all
+/// rebuilt with [`CacheMode::Rebuild`]) and the others are matched to the first by key
+/// ([`join`](crate::index::join)); `sources` then lists the files of every deserializer in
+/// order, and the unmatched and repeated keys of each joined one are reported as warnings.
 pub fn build_index(
     config: &ReaderConfig,
     options: &IndexingOptions,
 ) -> Result<OpenedIndex, IndexError> {
+    if !config.is_composite() {
+        return build_one(config, options);
+    }
+    let mut opened = build_one(&config.deserializer_config(0), options)?;
+    let mut primary = CorpusIndex::clone(&opened.index);
+    for d in 1..config.deserializer_count() {
+        let own = config.deserializer_config(d);
+        let own_options = IndexingOptions {
+            cache: match options.cache {
+                CacheMode::Rebuild => CacheMode::Rebuild,
+                _ if own.cache_index => CacheMode::Use,
+                _ => CacheMode::Off,
+            },
+            ..options.clone()
+        };
+        let other = build_one(&own, &own_options)?;
+        opened.sources.extend(other.sources);
+        opened.caches_written += other.caches_written;
+        opened.joined_cache_writers.extend(other.cache_writer);
+        let joined = match_keys(
+            &primary,
+            other.index,
+            own.files.join(", "),
+            &*options.on_warning,
+        );
+        primary.joined.push(joined);
+    }
+    let defining = config.mb_size_input().map(|input| {
+        (0..config.deserializer_count())
+            .position(|d| config.deserializer_inputs(d).contains(&input))
+            .unwrap_or(0)
+    });
+    let joined = std::mem::take(&mut primary.joined);
+    join_sample_counts(&mut primary, &joined, defining);
+    primary.joined = joined;
+    opened.index = Arc::new(primary);
+    Ok(opened)
+}
+
+/// Builds the index of one deserializer's files.
+fn build_one(config: &ReaderConfig, options: &IndexingOptions) -> Result<OpenedIndex, IndexError> {
     let files = expand_file_patterns(&config.files)
         .map_err(|(file, error)| IndexError::Io { file, error })?;
     let fingerprint = IndexFingerprint::of(config);
@@ -164,6 +213,7 @@ pub fn build_index(
         sources,
         caches_written: 0,
         cache_writer: None,
+        joined_cache_writers: Vec::new(),
     };
     match options.cache {
         CacheMode::Off => {}

@@ -14,6 +14,7 @@ pub mod build;
 pub mod cache;
 pub mod chunking;
 pub mod files;
+pub mod join;
 mod repeats;
 pub mod scan;
 mod segments;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 pub use crate::parser::KeyMode;
 pub use build::{build_index, IndexSource, IndexingOptions, OpenedIndex};
 pub use files::{expand_file_patterns, FileStamp};
+pub use join::{JoinedIndex, NO_MATCH};
 
 /// Receives the warnings of indexing, also those of the background cache writer.
 pub type WarningSink = Arc<dyn Fn(&IndexWarning) + Send + Sync>;
@@ -121,6 +123,10 @@ pub struct CorpusIndex {
     /// Id-mode sequences whose id does not fit in 64 bits (sorted); their key is `u64::MAX`,
     /// they never repeat an id, and the parser reports each as invalid.
     pub overflowing_ids: Vec<u32>,
+    /// A composite reader's joined deserializers, matched to these sequences by key (empty
+    /// for a single deserializer). The sample counts above are then those of the joined
+    /// sequences.
+    pub joined: Vec<JoinedIndex>,
 }
 
 impl CorpusIndex {

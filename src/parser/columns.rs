@@ -69,6 +69,33 @@ impl<T: Element> InputColumn<T> {
                 * size_of::<usize>()
     }
 
+    /// Appends the samples of sequence `seq` of `other` (same input) as one more sequence.
+    pub(crate) fn push_sequence_of(&mut self, other: &InputColumn<T>, seq: usize) {
+        let samples = other.sequence_offsets[seq]..other.sequence_offsets[seq + 1];
+        match self.format {
+            StorageFormat::Dense => {
+                let dim = self.dim;
+                self.values
+                    .extend_from_slice(&other.values[samples.start * dim..samples.end * dim]);
+            }
+            StorageFormat::Sparse => {
+                let entries =
+                    other.sample_offsets[samples.start]..other.sample_offsets[samples.end];
+                let (from, to) = (entries.start, self.values.len());
+                self.values
+                    .extend_from_slice(&other.values[entries.clone()]);
+                self.indices.extend_from_slice(&other.indices[entries]);
+                self.sample_offsets.extend(
+                    other.sample_offsets[samples.start + 1..=samples.end]
+                        .iter()
+                        .map(|&o| o - from + to),
+                );
+            }
+        }
+        let n = self.sample_count();
+        self.sequence_offsets.push(n);
+    }
+
     /// Drops everything after sample `samples` (used to roll back an invalid sequence).
     fn truncate_samples(&mut self, samples: usize) {
         match self.format {

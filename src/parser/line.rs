@@ -148,21 +148,21 @@ struct Report<'a> {
 impl Report<'_> {
     fn error(&mut self, pos: usize, message: String) {
         self.errors += 1;
-        self.diags.push(Diagnostic {
-            severity: Severity::Error,
-            line: self.line,
-            col: (pos - self.line_start) as u64 + 1,
+        self.diags.push(Diagnostic::new(
+            Severity::Error,
+            self.line,
+            (pos - self.line_start) as u64 + 1,
             message,
-        });
+        ));
     }
 
     fn warning(&mut self, pos: usize, message: String) {
-        self.diags.push(Diagnostic {
-            severity: Severity::Warning,
-            line: self.line,
-            col: (pos - self.line_start) as u64 + 1,
+        self.diags.push(Diagnostic::new(
+            Severity::Warning,
+            self.line,
+            (pos - self.line_start) as u64 + 1,
             message,
-        });
+        ));
     }
 }
 

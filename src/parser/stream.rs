@@ -495,12 +495,7 @@ impl<T: Element> StreamParser<T> {
 
     /// Records an error of the open sequence at column 1 of `line`.
     fn sequence_error(&mut self, line: u64, message: String) {
-        let diag = Diagnostic {
-            severity: Severity::Error,
-            line,
-            col: 1,
-            message,
-        };
+        let diag = Diagnostic::new(Severity::Error, line, 1, message);
         if let Some(open) = &mut self.open {
             if open.first_error.is_none() {
                 open.first_error = Some(diag.clone());

@@ -159,6 +159,19 @@ pub fn fingerprint(index: &CorpusIndex, config: &ReaderConfig) -> u64 {
         }
     }
     put(config.randomization_seed);
+    // A composite reader's joined deserializers (nothing for a single one, so its tokens do
+    // not change): their files, and what shapes their sequences.
+    for (joined, own) in index.joined.iter().zip(&config.joined) {
+        put(joined.index.files.len() as u64);
+        for file in &joined.index.files {
+            put(file.stamp.size);
+            put(file.content_hash);
+            put(file.mode as u64);
+        }
+        put(own.inputs.start as u64);
+        put(own.inputs.end as u64);
+        put(u64::from(own.skip_sequence_ids));
+    }
     h.digest()
 }
 

@@ -261,6 +261,56 @@ static void test_bad_configurations(void) {
 }
 
 /* One unrandomized sweep of the builder configuration: layout invariants of every view. */
+/* A composite reader built field by field: examples/pos.ctf joined with itself by key, the
+ * tags from the second deserializer, gives the keys of the single reader. */
+static void test_composite_builder(void) {
+    ctf_config *single = pos_config(), *composite = NULL, *clash = NULL;
+    ctf_reader *reader, *refused = (ctf_reader *)0x1;
+    ctf_stream_info info;
+    uint64_t keys[64], joined_keys[64];
+    size_t nkeys = 0, njoined = 0, i, minibatches, joined_minibatches;
+
+    EXPECT(ctf_config_add_deserializer(NULL), CTF_STATUS_NULL_ARGUMENT);
+    OK(ctf_config_set_randomize(single, false));
+    reader = open_reader(single);
+    minibatches = read_keys(reader, 16, keys, 64, &nkeys);
+    ctf_reader_free(reader);
+    ctf_config_free(single);
+
+    OK(ctf_config_new(&composite));
+    OK(ctf_config_add_file(composite, pos_ctf));
+    OK(ctf_config_add_input(composite, "words", "w", 1000, CTF_STORAGE_SPARSE));
+    OK(ctf_config_add_input(composite, "features", "x", 3, CTF_STORAGE_DENSE));
+    OK(ctf_config_set_cache_index(composite, false));
+    OK(ctf_config_add_deserializer(composite));
+    OK(ctf_config_add_file(composite, pos_ctf));
+    OK(ctf_config_add_input(composite, "tags", "t", 12, CTF_STORAGE_SPARSE));
+    OK(ctf_config_set_cache_index(composite, false));
+    OK(ctf_config_set_randomize(composite, false));
+    OK(ctf_config_set_threads(composite, 2));
+    reader = open_reader(composite);
+    ctf_config_free(composite);
+    CHECK(ctf_reader_stream_count(reader) == 3);
+    OK(ctf_reader_stream_info(reader, 2, &info));
+    CHECK(strcmp(info.name, "tags") == 0 && strcmp(info.alias, "t") == 0 && info.dim == 12);
+    joined_minibatches = read_keys(reader, 16, joined_keys, 64, &njoined);
+    ctf_reader_free(reader);
+    CHECK(joined_minibatches == minibatches && njoined == nkeys && nkeys > 0);
+    for (i = 0; i < nkeys && i < njoined; i++) CHECK(joined_keys[i] == keys[i]);
+
+    /* Input names are unique across the reader. */
+    OK(ctf_config_new(&clash));
+    OK(ctf_config_add_file(clash, pos_ctf));
+    OK(ctf_config_add_input(clash, "words", "w", 1000, CTF_STORAGE_SPARSE));
+    OK(ctf_config_add_deserializer(clash));
+    OK(ctf_config_add_file(clash, pos_ctf));
+    OK(ctf_config_add_input(clash, "words", "t", 12, CTF_STORAGE_SPARSE));
+    EXPECT(ctf_reader_new(clash, &refused), CTF_STATUS_CONFIG_ERROR);
+    CHECK(contains(ctf_last_error_message(), "unique across the reader"));
+    CHECK(refused == (ctf_reader *)0x1);
+    ctf_config_free(clash);
+}
+
 static void test_views(void) {
     ctf_config *config = pos_config();
     ctf_reader *reader;
@@ -730,6 +780,7 @@ int main(int argc, char **argv) {
     test_checkpoints();
     test_options();
     test_threads();
+    test_composite_builder();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

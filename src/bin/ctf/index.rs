@@ -1,13 +1,17 @@
 //! `ctf index`: scans every data file, writes its index cache next to it (synchronously,
 //! whatever `cacheIndex` says) and prints an indexing summary on stdout.
 //!
+//! For a composite reader, every deserializer's files are indexed and cached; the summary
+//! counts the first deserializer's sequences (the joined ones), every input's samples in its
+//! own files, and per joined deserializer the sequences no primary key reaches.
+//!
 //! An index cache that cannot be written is a warning (`FILE: warning: MESSAGE` on stderr),
 //! not an error; a file that cannot be indexed (missing, empty, UTF-16, ...) is exit 1.
 
 use std::time::Instant;
 
 use ctf_reader::index::build::CacheMode;
-use ctf_reader::index::{build_index, IndexingOptions};
+use ctf_reader::index::{build_index, CorpusIndex, IndexingOptions};
 
 use crate::cli::IndexArgs;
 use crate::progress::{self, Progress};
@@ -33,19 +37,31 @@ pub fn run(args: &IndexArgs) -> Result<(), Failure> {
     let opened = built.map_err(|e| Failure::Data(e.to_string()))?;
     let index = &opened.index;
 
+    // Each deserializer's own index: the first one's, then the joined ones'.
+    let indexes: Vec<&CorpusIndex> = std::iter::once(&**index)
+        .chain(index.joined.iter().map(|j| &*j.index))
+        .collect();
     let sequences = index.sequences.iter().filter(|e| e.samples > 0).count();
-    let bytes = index.total_bytes();
-    let mut lines = vec![
-        format!("files: {}", index.files.len()),
-        format!("sequences: {sequences}"),
-    ];
-    for (i, input) in config.inputs.iter().enumerate() {
-        let samples: u64 = index
-            .files
-            .iter()
-            .map(|f| f.input_lines.get(i).copied().unwrap_or(0))
-            .sum();
-        lines.push(format!("samples {}: {samples}", input.name));
+    let bytes: u64 = indexes.iter().map(|i| i.total_bytes()).sum();
+    let files: usize = indexes.iter().map(|i| i.files.len()).sum();
+    let mut lines = vec![format!("files: {files}"), format!("sequences: {sequences}")];
+    for (d, own) in indexes.iter().enumerate() {
+        let inputs = config.deserializer_inputs(d);
+        for (i, input) in config.inputs[inputs].iter().enumerate() {
+            let samples: u64 = own
+                .files
+                .iter()
+                .map(|f| f.input_lines.get(i).copied().unwrap_or(0))
+                .sum();
+            lines.push(format!("samples {}: {samples}", input.name));
+        }
+    }
+    for joined in &index.joined {
+        lines.push(format!(
+            "unmatched sequences in {}: {}",
+            joined.name,
+            joined.unmatched + joined.repeated
+        ));
     }
     // A scan never takes zero time, but the rate must stay finite whatever the clock says.
     let rate = bytes as f64 / seconds.max(1e-9) / 1e9;

@@ -6,7 +6,10 @@
 //! and reported once each (`traceLevel >= 1`) until more than `maxErrors` have occurred; in
 //! [`ErrorPolicy::ReportAll`] every error is reported and none stops the read. The
 //! `maxErrors` policy itself is an [`ErrorBudget`], so readers that go chunk by chunk through
-//! the index apply exactly the same rule.
+//! the index apply exactly the same rule. A composite reader's sequences, joined by key, are
+//! read that way: through the index, chunk by chunk of the first deserializer ([`indexed`]).
+
+mod indexed;
 
 use std::fmt;
 use std::fs::File;
@@ -158,23 +161,25 @@ impl ErrorBudget {
                 .iter()
                 .filter(|d| d.severity == Severity::Warning)
             {
-                sink(file, d);
+                let (file, d) = d.resolved(file);
+                sink(file, &d);
             }
         }
         for seq in invalid {
             self.invalid_so_far += 1;
+            let (file, first_error) = seq.first_error.resolved(file);
             if self.invalid_so_far > self.max_errors {
                 return Err(BudgetExceeded {
                     keep: seq.valid_before,
                     error: ReadError::TooManyErrors {
                         file: file.to_string(),
-                        last: seq.first_error.clone(),
+                        last: first_error.into_owned(),
                         max_errors: self.max_errors,
                     },
                 });
             }
             if self.trace_level >= 1 {
-                sink(file, &seq.first_error);
+                sink(file, &first_error);
             }
         }
         Ok(())
@@ -200,6 +205,8 @@ pub struct SequenceReader<T> {
     /// Line-mode key of the next file's first line.
     next_key_base: u64,
     done: bool,
+    /// For a composite reader: the chunks of the first deserializer, joined.
+    indexed: Option<indexed::IndexedWalk<T>>,
 }
 
 impl<T: Element> SequenceReader<T> {
@@ -222,7 +229,15 @@ impl<T: Element> SequenceReader<T> {
             sink,
             next_key_base: 0,
             done: false,
+            indexed: None,
         };
+        if config.is_composite() {
+            match indexed::IndexedWalk::open(config) {
+                Ok(walk) => reader.indexed = Some(walk),
+                Err(error) => reader.pending_error = Some(error),
+            }
+            return reader;
+        }
         match expand_file_patterns(&config.files) {
             Ok(files) => reader.files = files,
             Err((file, error)) => reader.pending_error = Some(ReadError::Io { file, error }),
@@ -230,14 +245,22 @@ impl<T: Element> SequenceReader<T> {
         reader
     }
 
-    /// Number of data files, glob patterns expanded (0 when a pattern matched nothing).
+    /// Number of data files, glob patterns expanded (0 when a pattern matched nothing); for
+    /// a composite reader, the first deserializer's.
     pub fn file_count(&self) -> usize {
-        self.files.len()
+        match &self.indexed {
+            Some(walk) => walk.file_count(),
+            None => self.files.len(),
+        }
     }
 
-    /// Counts so far (lines, sequences, errors, warnings).
+    /// Counts so far (lines, sequences, errors, warnings). A composite reader counts
+    /// sequences, errors and warnings, not lines.
     pub fn counts(&self) -> ParseCounts {
-        self.parser.counts()
+        match &self.indexed {
+            Some(walk) => walk.counts(),
+            None => self.parser.counts(),
+        }
     }
 
     /// The next batch of complete, valid sequences in file order, or `None` at the end.
@@ -250,6 +273,20 @@ impl<T: Element> SequenceReader<T> {
         if let Some(error) = self.pending_error.take() {
             self.done = true;
             return Err(error);
+        }
+        if self.indexed.is_some() {
+            let found = self.next_indexed_chunk();
+            return match (found, &self.indexed) {
+                (Err(error), _) => {
+                    self.done = true;
+                    Err(error)
+                }
+                (Ok(true), Some(walk)) => Ok(Some(&walk.chunk.sequences)),
+                (Ok(_), _) => {
+                    self.done = true;
+                    Ok(None)
+                }
+            };
         }
         while !self.done {
             if let Err(error) = self.read_step().and_then(|()| self.apply_policy()) {
@@ -266,6 +303,44 @@ impl<T: Element> SequenceReader<T> {
             self.parser.clear();
         }
         Ok(None)
+    }
+
+    /// Loads chunks of a composite reader until one holds a valid sequence (`true`) or none
+    /// is left, applying the error policy to each. When the budget runs out, the valid
+    /// sequences before the failing one are delivered first and the error on the next call.
+    fn next_indexed_chunk(&mut self) -> Result<bool, ReadError> {
+        let Some(walk) = &mut self.indexed else {
+            return Ok(false);
+        };
+        while !self.done {
+            let Some(file) = walk.next_chunk()? else {
+                return Ok(false);
+            };
+            let file = file.to_string();
+            let chunk = &mut walk.chunk;
+            if self.policy == ErrorPolicy::ReportAll {
+                for d in &chunk.diagnostics {
+                    if d.severity == Severity::Error || self.budget.trace_level >= 1 {
+                        let (file, d) = d.resolved(&file);
+                        (self.sink)(file, &d);
+                    }
+                }
+            } else if let Err(exceeded) =
+                self.budget
+                    .charge(&file, &chunk.diagnostics, &chunk.invalid, &mut self.sink)
+            {
+                chunk.sequences.truncate(exceeded.keep);
+                if chunk.sequences.is_empty() {
+                    return Err(exceeded.error);
+                }
+                self.pending_error = Some(exceeded.error);
+                return Ok(true);
+            }
+            if !chunk.sequences.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Reads one block, or finishes a file, or opens the next one.

@@ -7,6 +7,12 @@
 //! a file that was truncated, extended, replaced or rewritten gives
 //! [`LoadError::Changed`], never garbage values. No mmap is involved, so a file truncated
 //! under the reader cannot raise SIGBUS.
+//!
+//! For a composite reader, each part of the primary deserializer is joined with the
+//! sequences of the same keys in the other deserializers as it is loaded ([`join`]), so the
+//! rest of the pipeline sees one corpus with every input.
+
+mod join;
 
 use std::fmt;
 use std::fs::File;
@@ -118,23 +124,30 @@ pub struct ChunkLoader<T> {
     counters: LoadCounters,
     /// The text size and output buffer lengths of the last part parsed, to size the next.
     last_part: Option<(u64, BufferLengths)>,
+    /// For a composite reader: joins each primary part with the other deserializers.
+    joiner: Option<Box<join::Joiner<T>>>,
 }
 
 impl<T: Element> ChunkLoader<T> {
-    /// A loader for the corpus `index` maps, parsed as `config` says.
+    /// A loader for the corpus `index` maps, parsed as `config` says. For a composite
+    /// reader (an index with joined deserializers), `config` is the whole composite
+    /// configuration and parts hold every input.
     pub fn new(index: Arc<CorpusIndex>, config: &ReaderConfig) -> Self {
         let options = StreamOptions {
             skip_sequence_ids: config.skip_sequence_ids,
             frame_mode: config.frame_mode,
         };
+        let joiner =
+            (!index.joined.is_empty()).then(|| Box::new(join::Joiner::new(&index, config)));
         ChunkLoader {
             files: (0..index.files.len()).map(|_| None).collect(),
+            parser: StreamParser::new(&config.inputs[config.deserializer_inputs(0)], options),
             index,
-            parser: StreamParser::new(&config.inputs, options),
             defining: config.inputs.iter().position(|i| i.defines_mb_size),
             buffer: Vec::new(),
             counters: LoadCounters::default(),
             last_part: None,
+            joiner,
         }
     }
 
@@ -143,9 +156,13 @@ impl<T: Element> ChunkLoader<T> {
         &self.index
     }
 
-    /// Chunks loaded and bytes read so far.
+    /// Chunks loaded and bytes read so far (those of joined deserializers included).
     pub fn counters(&self) -> LoadCounters {
-        self.counters
+        LoadCounters {
+            bytes_read: self.counters.bytes_read
+                + self.joiner.as_ref().map_or(0, |j| j.bytes_read()),
+            ..self.counters
+        }
     }
 
     /// Reads and parses chunk `chunk` into `into` (whose buffers are reused).
@@ -257,14 +274,28 @@ impl<T: Element> ChunkLoader<T> {
             // here.
             return Err(changed(e.message));
         }
-        self.parser.take_output(
-            &mut into.sequences,
-            &mut into.diagnostics,
-            &mut into.invalid,
-        );
-        into.chunk = chunk;
-        into.part = part;
-        self.last_part = Some((to - from, into.sequences.buffer_lengths()));
+        match &mut self.joiner {
+            None => {
+                self.parser.take_output(
+                    &mut into.sequences,
+                    &mut into.diagnostics,
+                    &mut into.invalid,
+                );
+                into.chunk = chunk;
+                into.part = part;
+                self.last_part = Some((to - from, into.sequences.buffer_lengths()));
+            }
+            Some(joiner) => {
+                let primary = &mut joiner.primary;
+                self.parser.take_output(
+                    &mut primary.sequences,
+                    &mut primary.diagnostics,
+                    &mut primary.invalid,
+                );
+                self.last_part = Some((to - from, primary.sequences.buffer_lengths()));
+                joiner.join(&index, chunk, part, into)?;
+            }
+        }
         self.verify(chunk, into).map_err(changed)
     }
 

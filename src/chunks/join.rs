@@ -1,0 +1,325 @@
+//! Joining a loaded part of the primary deserializer with the sequences of the same keys in
+//! the joined deserializers (composite readers).
+//!
+//! A joined deserializer's chunks are never loaded whole: for each primary part, the
+//! sequences it needs are sorted by position, cut into runs of consecutive sequences, and
+//! each run is read and parsed with one positional read by the joined deserializer's own
+//! [`ChunkLoader`] (which checks it against that deserializer's index, as for any part). When
+//! the files share their order a part needs one read per joined deserializer; in any other
+//! order each sequence is read alone. Memory is the part being joined, whatever the order of
+//! the keys or the size of the joined files, and the joined part is what the chunk cache
+//! holds. A primary sequence whose key a joined deserializer lacks, or whose joined sequence
+//! is invalid, becomes an invalid sequence of the part; the diagnostics of joined sequences
+//! name their own file and line ([`Diagnostic::joined_at`]).
+
+use std::ops::Range;
+
+use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
+use crate::config::ReaderConfig;
+use crate::diag::{Diagnostic, JoinedPosition, Severity};
+use crate::index::{CorpusIndex, JoinedIndex, NO_MATCH};
+use crate::parser::{Element, InvalidSequence, ParsedSequences, SequenceInfo};
+
+/// [`JoinedSequences::slots`] value of a primary sequence with nothing staged.
+const NO_SLOT: u32 = u32::MAX;
+
+/// One joined deserializer's loader and the sequences it staged for the current part.
+struct JoinedLoader<T> {
+    /// Reads runs of its sequences, checked against its own index.
+    loader: ChunkLoader<T>,
+    /// Its inputs among the reader's.
+    inputs: Range<usize>,
+    /// The last run read.
+    run: ParsedChunk<T>,
+    /// Its sequences for the current part, in the order they were read.
+    staged: ParsedSequences<T>,
+    /// Per valid primary sequence of the part: its sequence in `staged`, or [`NO_SLOT`].
+    slots: Vec<u32>,
+}
+
+/// Joins parsed primary parts with the joined deserializers' sequences.
+pub(super) struct Joiner<T> {
+    joined: Vec<JoinedLoader<T>>,
+    /// The primary part as parsed (primary inputs only).
+    pub(super) primary: ParsedChunk<T>,
+    /// Per valid primary sequence of the part: its first error from a join, if it failed.
+    failed: Vec<Option<Diagnostic>>,
+    /// Per valid primary sequence of the part: the most counted lines of its deserializers.
+    counted: Vec<u32>,
+    /// The diagnostics of the joined sequences, filed under their primary sequence's line.
+    found: Vec<Diagnostic>,
+}
+
+impl<T: Element> Joiner<T> {
+    /// A joiner for the joined deserializers of `index`, configured by `config` (the whole
+    /// composite configuration).
+    pub(super) fn new(index: &CorpusIndex, config: &ReaderConfig) -> Self {
+        let joined = index
+            .joined
+            .iter()
+            .enumerate()
+            .map(|(j, joined)| {
+                let own = config.deserializer_config(j + 1);
+                JoinedLoader {
+                    loader: ChunkLoader::new(std::sync::Arc::clone(&joined.index), &own),
+                    inputs: config.deserializer_inputs(j + 1),
+                    run: ParsedChunk::new(&own.inputs),
+                    staged: ParsedSequences::new(&own.inputs),
+                    slots: Vec::new(),
+                }
+            })
+            .collect();
+        Joiner {
+            joined,
+            primary: ParsedChunk::new(&config.inputs[config.deserializer_inputs(0)]),
+            failed: Vec::new(),
+            counted: Vec::new(),
+            found: Vec::new(),
+        }
+    }
+
+    /// Bytes the joined deserializers' loaders have read.
+    pub(super) fn bytes_read(&self) -> u64 {
+        self.joined
+            .iter()
+            .map(|j| j.loader.counters().bytes_read)
+            .sum()
+    }
+
+    /// Joins the parsed primary part in [`primary`](Self::primary) (chunk `chunk`, sequences
+    /// `part` of it) into `into`, which holds every input of the reader.
+    pub(super) fn join(
+        &mut self,
+        index: &CorpusIndex,
+        chunk: u32,
+        part: Range<u32>,
+        into: &mut ParsedChunk<T>,
+    ) -> Result<(), LoadError> {
+        let ordinals = self.primary_ordinals(index, chunk, part.clone())?;
+        let valid = ordinals.len();
+        self.failed.clear();
+        self.failed.resize(valid, None);
+        self.counted.clear();
+        self.counted.extend(
+            self.primary
+                .sequences
+                .sequences
+                .iter()
+                .map(|s| s.counted_lines),
+        );
+        self.found.clear();
+        for (j, joined_index) in index.joined.iter().enumerate() {
+            self.stage(j, joined_index, &ordinals)?;
+        }
+        self.assemble(into);
+        into.chunk = chunk;
+        into.part = part;
+        Ok(())
+    }
+
+    /// The index ordinal of each valid sequence of the primary part.
+    fn primary_ordinals(
+        &self,
+        index: &CorpusIndex,
+        chunk: u32,
+        part: Range<u32>,
+    ) -> Result<Vec<u32>, LoadError> {
+        let c = index.chunk(chunk);
+        let entries = &index.chunk_sequences(chunk)[part.start as usize..part.end as usize];
+        let mut ordinals = Vec::with_capacity(self.primary.sequences.len());
+        let mut e = 0;
+        for info in &self.primary.sequences.sequences {
+            while e < entries.len() && c.first_line + u64::from(entries[e].line) < info.line {
+                e += 1;
+            }
+            if !entries
+                .get(e)
+                .is_some_and(|entry| c.first_line + u64::from(entry.line) == info.line)
+            {
+                return Err(LoadError::Changed {
+                    file: index.files[c.file as usize].name.clone(),
+                    detail: format!("line {} holds a sequence that was not indexed", info.line),
+                });
+            }
+            ordinals.push(c.sequences.start + part.start + e as u32);
+            e += 1;
+        }
+        Ok(ordinals)
+    }
+
+    /// Reads the sequences of joined deserializer `j` that the part's valid primary
+    /// sequences (with index `ordinals`) need, in runs, into its staging buffers; records
+    /// missing keys and invalid joined sequences as failures.
+    fn stage(
+        &mut self,
+        j: usize,
+        joined_index: &JoinedIndex,
+        ordinals: &[u32],
+    ) -> Result<(), LoadError> {
+        let jl = &mut self.joined[j];
+        jl.staged.truncate(0);
+        jl.slots.clear();
+        jl.slots.resize(ordinals.len(), NO_SLOT);
+        let primary = &self.primary.sequences.sequences;
+        // (joined ordinal, primary sequence), by joined ordinal.
+        let mut wanted: Vec<(u32, u32)> = Vec::with_capacity(ordinals.len());
+        for (v, &ordinal) in ordinals.iter().enumerate() {
+            if self.failed[v].is_some() {
+                continue;
+            }
+            match joined_index.matches[ordinal as usize] {
+                NO_MATCH => {
+                    let info = &primary[v];
+                    let error = Diagnostic::new(
+                        Severity::Error,
+                        info.line,
+                        1,
+                        format!("no sequence with key {} in {}", info.key, joined_index.name),
+                    );
+                    self.found.push(error.clone());
+                    self.failed[v] = Some(error);
+                }
+                m => wanted.push((m, v as u32)),
+            }
+        }
+        if !wanted.windows(2).all(|w| w[0].0 < w[1].0) {
+            wanted.sort_unstable();
+        }
+        let jindex = &*joined_index.index;
+        let mut start = 0;
+        while start < wanted.len() {
+            let first = wanted[start].0;
+            let chunk = jindex.chunks.partition_point(|c| c.sequences.end <= first) as u32;
+            let c = jindex.chunk(chunk);
+            let mut end = start + 1;
+            while end < wanted.len()
+                && wanted[end].0 == wanted[end - 1].0 + 1
+                && wanted[end].0 < c.sequences.end
+            {
+                end += 1;
+            }
+            let run = &wanted[start..end];
+            let within = first - c.sequences.start..run[run.len() - 1].0 - c.sequences.start + 1;
+            jl.loader.load_part(chunk, within, &mut jl.run)?;
+            let file = &jindex.files[c.file as usize].name;
+            let (mut valid, mut invalid, mut diag) = (0, 0, 0);
+            for (k, &(m, v)) in run.iter().enumerate() {
+                let v = v as usize;
+                let entry = &jindex.sequences[m as usize];
+                let line = c.first_line + u64::from(entry.line);
+                let next_line = run.get(k + 1).map_or(u64::MAX, |&(next, _)| {
+                    c.first_line + u64::from(jindex.sequences[next as usize].line)
+                });
+                let filed_under = primary[v].line;
+                let relocate = |d: &Diagnostic| {
+                    let mut moved = Diagnostic::new(d.severity, filed_under, 1, d.message.clone());
+                    moved.joined_at = Some(Box::new(JoinedPosition {
+                        file: file.clone(),
+                        line: d.line,
+                        col: d.col,
+                    }));
+                    moved
+                };
+                while diag < jl.run.diagnostics.len() && jl.run.diagnostics[diag].line < next_line {
+                    self.found.push(relocate(&jl.run.diagnostics[diag]));
+                    diag += 1;
+                }
+                let parsed = &jl.run.sequences;
+                if parsed.sequences.get(valid).is_some_and(|s| s.line == line) {
+                    jl.slots[v] = jl.staged.len() as u32;
+                    for (to, from) in jl.staged.columns.iter_mut().zip(&parsed.columns) {
+                        to.push_sequence_of(from, valid);
+                    }
+                    let info = parsed.sequences[valid];
+                    jl.staged.sequences.push(info);
+                    self.counted[v] = self.counted[v].max(info.counted_lines);
+                    valid += 1;
+                } else if jl.run.invalid.get(invalid).is_some_and(|s| s.line == line) {
+                    self.failed[v] = Some(relocate(&jl.run.invalid[invalid].first_error));
+                    invalid += 1;
+                } else {
+                    let error = relocate(&Diagnostic::new(
+                        Severity::Error,
+                        line,
+                        1,
+                        format!(
+                            "the sequence with key {} holds no input of this file's \
+                             deserializer",
+                            entry.key
+                        ),
+                    ));
+                    self.found.push(error.clone());
+                    self.failed[v] = Some(error);
+                }
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Writes the joined part into `into`: the valid primary sequences that every join
+    /// completed, with all inputs; the others among the invalid sequences, in line order;
+    /// every diagnostic in line order.
+    fn assemble(&mut self, into: &mut ParsedChunk<T>) {
+        let primary = &mut self.primary;
+        let out = &mut into.sequences;
+        out.truncate(0);
+        let primary_inputs = primary.sequences.columns.len();
+        let all_joined = self.failed.iter().all(Option::is_none);
+        if all_joined {
+            // Every sequence stays: the primary columns move over whole.
+            for (to, from) in out.columns.iter_mut().zip(&mut primary.sequences.columns) {
+                std::mem::swap(to, from);
+            }
+        }
+        let mut joined_invalid = Vec::new();
+        for (v, info) in primary.sequences.sequences.iter().enumerate() {
+            if let Some(error) = &self.failed[v] {
+                joined_invalid.push(InvalidSequence {
+                    key: info.key,
+                    line: info.line,
+                    first_error: error.clone(),
+                    valid_before: 0,
+                });
+                continue;
+            }
+            if !all_joined {
+                for (to, from) in out.columns[..primary_inputs]
+                    .iter_mut()
+                    .zip(&primary.sequences.columns)
+                {
+                    to.push_sequence_of(from, v);
+                }
+            }
+            for jl in &self.joined {
+                let slot = jl.slots[v] as usize;
+                for (to, from) in out.columns[jl.inputs.clone()]
+                    .iter_mut()
+                    .zip(&jl.staged.columns)
+                {
+                    to.push_sequence_of(from, slot);
+                }
+            }
+            out.sequences.push(SequenceInfo {
+                counted_lines: self.counted[v],
+                ..*info
+            });
+        }
+        // Invalid sequences: the primary's own and the failed joins, by line.
+        let mut invalid = std::mem::take(&mut primary.invalid);
+        if !joined_invalid.is_empty() {
+            invalid.extend(joined_invalid);
+            invalid.sort_by_key(|s| s.line);
+        }
+        for seq in &mut invalid {
+            seq.valid_before = out.sequences.partition_point(|s| s.line < seq.line);
+        }
+        into.invalid = invalid;
+        let mut diagnostics = std::mem::take(&mut primary.diagnostics);
+        if !self.found.is_empty() {
+            diagnostics.append(&mut self.found);
+            diagnostics.sort_by_key(|d| d.line);
+        }
+        into.diagnostics = diagnostics;
+    }
+}
