@@ -975,6 +975,31 @@ fn the_same_minibatches_at_any_thread_count_and_with_keep_data_in_memory() {
         kept.iter().map(Line::content).collect::<Vec<_>>(),
         lines.iter().map(Line::content).collect::<Vec<_>>()
     );
+    // ... and over three sweeps it reads every byte of both files once (SPEC §7.5), where
+    // without it each sweep reads them again.
+    let size = |f: &str| std::fs::metadata(t.d().join(f)).unwrap().len();
+    let corpus = size("features.ctf") + size("labels.ctf");
+    let bytes_read = |config: &str| -> u64 {
+        let r = run_expect(
+            &[&["read", config, "--stats"][..], &base].concat(),
+            Some(t.d()),
+            0,
+        );
+        let read = |name: &str| -> u64 {
+            r.stderr
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or_else(|| panic!("no {name} in\n{}", r.stderr))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        // The first minibatch's own quick reads are counted apart (README "The threaded
+        // engine"): its chunks are still read whole once.
+        read("bytes read:")
+    };
+    assert_eq!(bytes_read("keep.cntk"), corpus);
+    assert!(bytes_read("r.cntk") >= 3 * corpus);
 
     // The library: the reference against the threaded engine at several thread counts,
     // prefetch depths and part sizes (parts smaller than a chunk split its secondary reads).
@@ -1019,6 +1044,27 @@ fn restore_gives_the_minibatches_of_the_uninterrupted_run() {
             assert_eq!(got.content(), want.content(), "restore after line {k}");
         }
     }
+    // A token taken before the labels changed (one sequence five samples longer, so longer
+    // than its features and the joined timeline differs) is refused.
+    let mut labels = t.labels.clone();
+    let k = t.label_order[0];
+    for _ in 0..5 {
+        labels.parts.get_mut(&k).unwrap()[0].push(Sample::Sparse(vec![(1, 0.5)]));
+    }
+    put(d, "labels.ctf", file_text(&labels, &t.label_order).0);
+    let r = run_expect(
+        &[
+            &["read", "r.cntk"][..],
+            &base,
+            &["--restore", &full[3].checkpoint],
+        ]
+        .concat(),
+        Some(d),
+        2,
+    );
+    assert_eq!(r.stdout, "");
+    put(d, "labels.ctf", file_text(&t.labels, &t.label_order).0);
+
     // The library: restoring a checkpoint taken mid-sweep continues with the same batches.
     let cfg = t.library_config(RANDOMIZED);
     let mut a = MinibatchSource::<f32>::new(&cfg, sweeps(2), quiet()).unwrap();
