@@ -2,24 +2,22 @@
 //! `c_examples/` and the C test program `tests/c_api/api_test.c` against the static and shared
 //! libraries built with this test, runs them on the bundled sample, and checks their output
 //! against `ctf dump` and `ctf read --jsonl`. The C test program also runs under valgrind
-//! memcheck, and the MPI example under `mpirun -np 2` and `-np 3`. A test skips (with a
+//! memcheck, and the MPI example under `mpirun -np 2` and `-np 3`. `tests/c_api/composite.c`
+//! reads a composite reader (issue 9) on data written by the test and checked against it
+//! (`tests/composite_support`). A test skips (with a
 //! printed note) only when its tool (valgrind, mpicc/mpirun, make, cc) is absent; CI installs
 //! them.
 
 #[allow(dead_code)]
 mod cli_support;
-#[allow(dead_code)]
 mod composite_support;
-#[allow(dead_code)]
-#[path = "cli_support/json.rs"]
-mod json;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use json::Json;
+use cli_support::json::{self, Json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const CTF: &str = env!("CARGO_BIN_EXE_ctf");

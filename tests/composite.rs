@@ -16,7 +16,6 @@
 #[allow(dead_code)]
 mod cli_support;
 mod composite_support;
-#[allow(dead_code)]
 mod engine_support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -247,7 +246,7 @@ fn mb_keys(mbs: &[Minibatch<f32>]) -> Vec<u64> {
 }
 
 /// The located error diagnostics whose message contains `part`.
-fn errors_with<'a>(stderr: &'a str, part: &str) -> Vec<cli_support::Diag> {
+fn errors_with(stderr: &str, part: &str) -> Vec<cli_support::Diag> {
     diags(stderr, "error")
         .into_iter()
         .filter(|d| d.message.contains(part))
@@ -1335,6 +1334,8 @@ extern "C" {
 fn run_measured(dir: &Path, args: &[&str]) -> (i32, String, String, u64) {
     let out = dir.join("measured.stdout");
     let err = dir.join("measured.stderr");
+    // Reaped by `wait4` below, which `Child::wait` cannot do while keeping the usage.
+    #[allow(clippy::zombie_processes)]
     let child = std::process::Command::new(cli_support::CTF)
         .args(args)
         .current_dir(dir)
@@ -1405,14 +1406,25 @@ fn a_secondary_file_far_larger_than_the_cache_is_read_in_bounded_memory() {
     drop(out);
     let size = std::fs::metadata(d.join("labels.ctf")).unwrap().len();
     assert!(size > 140_000_000, "{size}");
+    let deser = |file: &str, input: Input| Deser {
+        files: vec![file.to_string()],
+        inputs: vec![input],
+        parts: BTreeMap::new(),
+    };
     put(
         d,
         "c.cntk",
-        "reader = {\n randomize = true; randomizationWindow = 2; traceLevel = 1\n \
-         deserializers = ({ type = \"CNTKTextFormatDeserializer\"; module = \"CNTKTextFormatReader\"\n \
-         file = \"features.ctf\"; chunkSizeInBytes = 300; input = { x = { dim = 2; format = \"dense\" } } } : \
-         { type = \"CNTKTextFormatDeserializer\"; module = \"CNTKTextFormatReader\"\n \
-         file = \"labels.ctf\"; input = { y = { dim = 16; format = \"dense\" } } })\n}\n",
+        config_text(
+            "randomize = true; randomizationWindow = 2; traceLevel = 1",
+            &[
+                (
+                    &deser("features.ctf", Input::dense("x", 2)),
+                    "chunkSizeInBytes = 300",
+                ),
+                (&deser("labels.ctf", Input::dense("y", 16)), ""),
+            ],
+            "",
+        ),
     );
     let (code, stdout, stderr, peak_kib) =
         run_measured(d, &["read", "c.cntk", "--jsonl", "--mb-size", "2000"]);

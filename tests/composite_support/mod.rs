@@ -219,7 +219,8 @@ impl Deser {
         };
         let inputs: Vec<String> = self.inputs.iter().map(Input::brainscript).collect();
         format!(
-            "{{\n        type = \"CNTKTextFormatDeserializer\"; module = \"CNTKTextFormatReader\"\n        \
+            "{{\n        type = \"CNTKTextFormatDeserializer\"\n        \
+             module = \"CNTKTextFormatReader\"\n        \
              file = {file}\n        {extra}\n        input = {{ {} }}\n      }}",
             inputs.join("; ")
         )
@@ -392,6 +393,9 @@ pub fn json_sample(sample: &Json, sparse: bool) -> Sample {
 // `ctf read --jsonl`
 // ---------------------------------------------------------------------------------------------
 
+/// A line's keys, samples, checksums, `sweep_end` and position.
+pub type Content = (Vec<u64>, Vec<(String, u64)>, Vec<(String, f64)>, bool, u64);
+
 /// One `--jsonl` line, members kept in the order written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Line {
@@ -406,7 +410,7 @@ pub struct Line {
 
 impl Line {
     /// Everything but `mb` and `checkpoint`.
-    pub fn content(&self) -> (Vec<u64>, Vec<(String, u64)>, Vec<(String, f64)>, bool, u64) {
+    pub fn content(&self) -> Content {
         (
             self.keys.clone(),
             self.samples.clone(),
