@@ -929,3 +929,83 @@ fn abandoned_temporary_caches_are_removed() {
     );
     assert!(old_alive.exists(), "a running writer's is kept");
 }
+
+/// A composite reader's match of a joined deserializer's keys is cached next to its file
+/// with its `cacheIndex`: made and written on the first build, read on the next (same
+/// index), made again when the joined file changes, and written synchronously by
+/// `CacheMode::Rebuild`; a joined deserializer without `cacheIndex` gets none.
+#[test]
+fn composite_join_is_cached_with_the_joined_deserializers_cache_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let features = dir.path().join("f.ctf");
+    let labels = dir.path().join("l.ctf");
+    fs::write(&features, "1 |x 1\n2 |x 2\n3 |x 3\n4 |x 4\n").unwrap();
+    fs::write(&labels, "3 |y 3\n1 |y 1\n9 |y 9\n2 |y 2\n").unwrap();
+    let config = |cache_joined: bool| {
+        ReaderConfig::builder()
+            .file(features.display().to_string())
+            .input(InputConfig::dense("x", 1))
+            .cache_index(true)
+            .then_deserializer()
+            .file(labels.display().to_string())
+            .input(InputConfig::dense("y", 1))
+            .cache_index(cache_joined)
+            .build()
+            .unwrap()
+    };
+    let join_caches = || -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "ctfjoin"))
+            .collect();
+        found.sort();
+        found
+    };
+    let matches = |opened: &OpenedIndex| opened.index.joined[0].matches.clone();
+
+    let (uncached, _) = build(&config(false), CacheMode::Use);
+    assert_eq!(uncached.join_sources, [Scanned]);
+    drop(uncached);
+    assert!(
+        join_caches().is_empty(),
+        "no cacheIndex on the joined deserializer"
+    );
+
+    let (first, _) = build(&config(true), CacheMode::Use);
+    assert_eq!(first.join_sources, [Scanned]);
+    assert_eq!(matches(&first), [1, 3, 0, u32::MAX]);
+    let first_index = Arc::clone(&first.index);
+    drop(first); // waits for the writers
+    assert_eq!(join_caches().len(), 1);
+
+    let (second, warnings) = build(&config(true), CacheMode::Use);
+    assert_eq!(second.sources, [Cache, Cache]);
+    assert_eq!(second.join_sources, [Cache]);
+    assert_eq!(*second.index, *first_index);
+    assert_eq!(
+        warnings_of(&warnings).len(),
+        1,
+        "the unmatched key 9, again"
+    );
+    drop(second);
+
+    // Another joined file: the cache is stale, the match is made again and rewritten.
+    fs::write(&labels, "4 |y 4\n2 |y 2\n1 |y 1\n3 |y 3\n").unwrap();
+    let (changed, _) = build(&config(true), CacheMode::Use);
+    assert_eq!(changed.join_sources, [Scanned]);
+    assert_eq!(matches(&changed), [2, 1, 3, 0]);
+    drop(changed);
+    let (again, _) = build(&config(true), CacheMode::Use);
+    assert_eq!(again.join_sources, [Cache]);
+    assert_eq!(matches(&again), [2, 1, 3, 0]);
+    drop(again);
+
+    // `ctf index` (Rebuild) writes every cache before returning, the join's included.
+    for cache in join_caches() {
+        fs::remove_file(cache).unwrap();
+    }
+    let (rebuilt, _) = build(&config(false), CacheMode::Rebuild);
+    assert_eq!(rebuilt.caches_written, 3);
+    assert_eq!(join_caches().len(), 1);
+}

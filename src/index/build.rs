@@ -18,7 +18,10 @@ use crate::index::cache::{
 };
 use crate::index::chunking::{FileChunker, IndexLimits};
 use crate::index::files::{content_hash, expand_file_patterns, DataFile, FileStamp};
-use crate::index::join::{join_sample_counts, match_keys};
+use crate::index::join::{join_sample_counts, joined_index, match_keys};
+use crate::index::join_cache::{
+    identity, join_cache_path, read_join_cache, write_join_cache, Side,
+};
 use crate::index::repeats::find_repeats;
 use crate::index::scan::{FileSummary, ScannedSequence};
 use crate::index::segments::SplitScan;
@@ -119,6 +122,9 @@ pub struct OpenedIndex {
     /// The background writers of the joined deserializers' missing caches (composite
     /// readers); dropping them waits for them.
     pub joined_cache_writers: Vec<CacheWriter>,
+    /// Per joined deserializer (composite readers): whether its match with the first
+    /// deserializer's keys was made ([`IndexSource::Scanned`]) or read from its join cache.
+    pub join_sources: Vec<IndexSource>,
 }
 
 /// Builds the index of the corpus `config` describes. For a composite reader, each
@@ -149,9 +155,68 @@ pub fn build_index(
         opened.sources.extend(other.sources);
         opened.caches_written += other.caches_written;
         opened.joined_cache_writers.extend(other.cache_writer);
-        let joined = match_keys(
-            &primary,
+        let primary_side = Side {
+            index: &primary,
+            fingerprint: &IndexFingerprint::of(&config.deserializer_config(0)),
+        };
+        let joined_side = Side {
+            index: &other.index,
+            fingerprint: &IndexFingerprint::of(&own),
+        };
+        let cache = match own_options.cache {
+            CacheMode::Off => None,
+            mode => join_cache_path(&primary_side, &joined_side).map(|path| {
+                let identity = identity(&primary_side, &joined_side);
+                (mode, path, identity)
+            }),
+        };
+        let cached = match &cache {
+            Some((CacheMode::Use, path, identity)) => read_join_cache(
+                path,
+                *identity,
+                primary.sequences.len(),
+                other.index.sequences.len(),
+            ),
+            _ => None,
+        };
+        opened.join_sources.push(match cached {
+            Some(_) => IndexSource::Cache,
+            None => IndexSource::Scanned,
+        });
+        let matches = match cached {
+            Some(matches) => matches,
+            None => {
+                let matches = match_keys(&primary, &other.index);
+                if let Some((mode, path, identity)) = cache {
+                    let joined_count = other.index.sequences.len();
+                    let on_warning = Arc::clone(&options.on_warning);
+                    let to_write = matches.clone();
+                    let write = move || {
+                        if let Err(error) =
+                            write_join_cache(&path, identity, joined_count, &to_write)
+                        {
+                            on_warning(&IndexWarning {
+                                file: path.display().to_string(),
+                                message: format!("cannot write the join cache: {error}"),
+                            });
+                            return false;
+                        }
+                        true
+                    };
+                    if mode == CacheMode::Rebuild {
+                        opened.caches_written += usize::from(write());
+                    } else {
+                        opened.joined_cache_writers.push(CacheWriter::run(move || {
+                            write();
+                        }));
+                    }
+                }
+                matches
+            }
+        };
+        let joined = joined_index(
             other.index,
+            matches,
             own.files.join(", "),
             &*options.on_warning,
         );
@@ -214,6 +279,7 @@ fn build_one(config: &ReaderConfig, options: &IndexingOptions) -> Result<OpenedI
         caches_written: 0,
         cache_writer: None,
         joined_cache_writers: Vec::new(),
+        join_sources: Vec::new(),
     };
     match options.cache {
         CacheMode::Off => {}

@@ -49,10 +49,12 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-// The writer's thread comes from the `crate::sync` shim. Two `std` uses stay, on purpose:
+// The writer's thread comes from the `crate::sync` shim. Three `std` uses stay, on purpose:
 // `temp_path`'s counter is a `static`, which loom's atomics (no `const fn new`) cannot be, and
-// it only makes names unique; and the `Arc<CorpusIndex>` is the one the rest of the crate
-// and its callers share the index through, not a synchronization point of the pipeline.
+// it only makes names unique; the `Arc<CorpusIndex>` is the one the rest of the crate and its
+// callers share the index through, not a synchronization point of the pipeline; and the
+// `Mutex` that hands a writer's work to its thread (or back, when no thread starts) is taken
+// once by whichever runs it.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -642,7 +644,7 @@ fn invalid(message: &str) -> io::Error {
 }
 
 /// A name for a temporary file next to `path`, unique across processes and threads.
-fn temp_path(path: &Path) -> PathBuf {
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -877,21 +879,32 @@ impl CacheWriter {
         fingerprint: IndexFingerprint,
         on_warning: WarningSink,
     ) -> CacheWriter {
-        let work = Arc::new((index, jobs, fingerprint, on_warning));
+        Self::run(move || write_jobs(&index, &jobs, &fingerprint, &on_warning))
+    }
+
+    /// Runs `write` in a thread named `ctf-index-cache`, or before returning if no thread
+    /// can be started.
+    pub(crate) fn run(write: impl FnOnce() + Send + 'static) -> CacheWriter {
+        // The work is shared so that it can still run here if the thread does not start.
+        let work = Arc::new(std::sync::Mutex::new(Some(write)));
         let shared = Arc::clone(&work);
+        let take =
+            |w: &std::sync::Mutex<Option<_>>| w.lock().unwrap_or_else(|e| e.into_inner()).take();
         let spawned = thread::Builder::new()
             .name("ctf-index-cache".to_string())
             .spawn(move || {
-                let (index, jobs, fingerprint, on_warning) = &*shared;
-                write_jobs(index, jobs, fingerprint, on_warning);
+                if let Some(write) = take(&shared) {
+                    write();
+                }
             });
         match spawned {
             Ok(handle) => CacheWriter {
                 handle: Some(handle),
             },
             Err(_) => {
-                let (index, jobs, fingerprint, on_warning) = &*work;
-                write_jobs(index, jobs, fingerprint, on_warning);
+                if let Some(write) = take(&work) {
+                    write();
+                }
                 CacheWriter { handle: None }
             }
         }

@@ -6,7 +6,7 @@
 //! (skipped when they already increase, as ids and line numbers usually do) and each primary
 //! key is looked up, with a fast path for primary keys that follow the joined file's order.
 //! The result is 4 bytes per primary sequence per joined deserializer; the sorted keys are
-//! freed before returning. The primary index's sample counts become those of the joined
+//! freed before returning. With `cacheIndex`, the result is saved ([`super::join_cache`]). The primary index's sample counts become those of the joined
 //! sequences, which is what the timeline plans minibatches with.
 
 use std::sync::Arc;
@@ -36,14 +36,10 @@ pub struct JoinedIndex {
     pub repeated: u64,
 }
 
-/// Matches the sequences of `joined` (named `name`) to those of `primary` by key, and reports
-/// its unmatched and repeated keys to `warn`.
-pub(crate) fn match_keys(
-    primary: &CorpusIndex,
-    joined: Arc<CorpusIndex>,
-    name: String,
-    warn: &dyn Fn(&IndexWarning),
-) -> JoinedIndex {
+/// For each sequence of `primary` (ordinal order), the ordinal of the sequence of `joined`
+/// with the same key, or [`NO_MATCH`] (also for primary sequences without samples). Repeated
+/// and overflowing keys of `joined` match nothing.
+pub(crate) fn match_keys(primary: &CorpusIndex, joined: &CorpusIndex) -> Vec<u32> {
     let mut by_key: Vec<(u64, u32)> = (0..joined.sequences.len() as u32)
         .filter(|&o| {
             joined.repeated.binary_search(&o).is_err()
@@ -55,7 +51,6 @@ pub(crate) fn match_keys(
         // Keys are unique once repeats are left out, so the order is total.
         by_key.sort_unstable();
     }
-    let mut matched = vec![false; joined.sequences.len()];
     let mut matches = Vec::with_capacity(primary.sequences.len());
     let mut hint = 0usize;
     for entry in &primary.sequences {
@@ -69,15 +64,29 @@ pub(crate) fn match_keys(
         };
         match found {
             Some(at) => {
-                let ordinal = by_key[at].1;
-                matched[ordinal as usize] = true;
-                matches.push(ordinal);
+                matches.push(by_key[at].1);
                 hint = at + 1;
             }
             None => matches.push(NO_MATCH),
         }
     }
-    drop(by_key);
+    matches
+}
+
+/// The joined deserializer `joined` (named `name`) with its `matches` to the primary's
+/// sequences; its unmatched and repeated keys are counted and reported to `warn`.
+pub(crate) fn joined_index(
+    joined: Arc<CorpusIndex>,
+    matches: Vec<u32>,
+    name: String,
+    warn: &dyn Fn(&IndexWarning),
+) -> JoinedIndex {
+    let mut matched = vec![false; joined.sequences.len()];
+    for &m in &matches {
+        if m != NO_MATCH {
+            matched[m as usize] = true;
+        }
+    }
     let unmatched_keys: Vec<u64> = (0..joined.sequences.len())
         .filter(|&o| {
             !matched[o]
@@ -214,7 +223,8 @@ mod tests {
             vec![4],
         );
         let warnings = std::sync::Mutex::new(Vec::new());
-        let j = match_keys(&primary, Arc::new(joined), "l.ctf".into(), &|w| {
+        let matches = match_keys(&primary, &joined);
+        let j = joined_index(Arc::new(joined), matches, "l.ctf".into(), &|w| {
             warnings.lock().unwrap().push(w.to_string())
         });
         assert_eq!(j.matches, [3, 2, 0, NO_MATCH, NO_MATCH]);

@@ -15,6 +15,7 @@ pub mod cache;
 pub mod chunking;
 pub mod files;
 pub mod join;
+mod join_cache;
 mod repeats;
 pub mod scan;
 mod segments;
