@@ -1119,21 +1119,30 @@ fn ranks_together_read_the_joined_corpus_once_per_sweep() {
 // 5. Index caches
 // ---------------------------------------------------------------------------------------------
 
-/// The index caches (`NAME.<hex>.ctfidx`) next to data file `name`, with their inode and
+/// The cache files next to data file `name` (any file when empty) with this extension (`ctfidx`: its index cache;
+/// `ctfjoin`: the key match of its deserializer with the primary), with their inode and
 /// modification time.
-fn caches_of(dir: &Path, name: &str) -> Vec<(String, u64, i64, i64)> {
+fn caches_of(dir: &Path, name: &str, extension: &str) -> Vec<(String, u64, i64, i64)> {
     use std::os::unix::fs::MetadataExt;
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let file = entry.file_name().to_string_lossy().into_owned();
-        if file.starts_with(&format!("{name}.")) && file.ends_with(".ctfidx") {
+        let of_name = name.is_empty() || file.starts_with(&format!("{name}."));
+        if of_name && file.ends_with(&format!(".{extension}")) {
             let m = entry.metadata().unwrap();
             found.push((file, m.ino(), m.mtime(), m.mtime_nsec()));
         }
     }
     found.sort();
     found
+}
+
+/// Every cache file of the directory (index caches and key matches).
+fn all_caches(dir: &Path) -> Vec<(String, u64, i64, i64)> {
+    let mut all = caches_of(dir, "", "ctfidx");
+    all.extend(caches_of(dir, "", "ctfjoin"));
+    all
 }
 
 #[test]
@@ -1143,11 +1152,27 @@ fn ctf_index_writes_the_caches_of_every_deserializers_files() {
     t.config("c.cntk", IN_ORDER);
     let r = run_expect(&["index", "c.cntk"], Some(d), 0);
     for file in ["features.ctf", "labels-a.ctf", "labels-b.ctf", "extra.ctf"] {
-        assert!(!caches_of(d, file).is_empty(), "{file}: {}", r.stdout);
+        assert_eq!(
+            caches_of(d, file, "ctfidx").len(),
+            1,
+            "{file}: {}",
+            r.stdout
+        );
     }
+    // Each joined deserializer's key match is cached too (next to one of its files).
+    let joins = caches_of(d, "", "ctfjoin");
+    assert_eq!(joins.len(), 2, "{joins:?}");
+    assert!(
+        joins.iter().any(|j| j.0.starts_with("extra.ctf.")),
+        "{joins:?}"
+    );
+    assert!(
+        joins.iter().any(|j| j.0.starts_with("labels-")),
+        "{joins:?}"
+    );
     assert_eq!(
         cli_support::summary_n(&r.stdout, "caches written"),
-        4,
+        all_caches(d).len() as u64,
         "{}",
         r.stdout
     );
@@ -1172,15 +1197,19 @@ fn cache_index_reuses_every_deserializers_cache_and_notices_a_changed_secondary(
     let args = ["--mb-size", "6", "--max-sweeps", "2"];
     let (first, _) = read(&d, "c.cntk", &args);
     check_run(&t.joined(), &first, 6, 2);
-    let caches = (caches_of(&d, "features.ctf"), caches_of(&d, "labels.ctf"));
-    assert!(!caches.0.is_empty() && !caches.1.is_empty(), "{caches:?}");
-    // Second run: the same output, and neither cache rewritten.
+    // Both index caches and the key match are written.
+    let caches = all_caches(&d);
+    assert_eq!(
+        caches_of(&d, "features.ctf", "ctfidx").len(),
+        1,
+        "{caches:?}"
+    );
+    assert_eq!(caches_of(&d, "labels.ctf", "ctfidx").len(), 1, "{caches:?}");
+    assert_eq!(caches_of(&d, "", "ctfjoin").len(), 1, "{caches:?}");
+    // Second run: the same output, and no cache rewritten.
     let (second, _) = read(&d, "c.cntk", &args);
     assert_eq!(second, first);
-    assert_eq!(
-        (caches_of(&d, "features.ctf"), caches_of(&d, "labels.ctf")),
-        caches
-    );
+    assert_eq!(all_caches(&d), caches);
     // Labels rewritten in another order, one sequence longer: the stale cache is not used.
     let mut rng = Rng::new(130);
     let k = t.label_order[0];
