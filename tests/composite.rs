@@ -406,7 +406,9 @@ fn dump_prints_the_joined_sequences_in_primary_file_order() {
 #[test]
 fn line_mode_files_are_joined_by_line_number() {
     // Primary: one `|x` line per physical line 0..30, except comment-only lines 5 and 9
-    // (no sequence there). Secondary: a `|y` and `|w` line on every line 0..30.
+    // (no sequence there). Secondary: a `|y` and `|w` line on every line 0..30, in two
+    // files (line numbers continue across them). Third: a `|z` line on every line, with ids
+    // (repeated on consecutive lines) that `skipSequenceIds = true` ignores.
     let mut rng = Rng::new(3);
     let n = 30u64;
     let primary_keys: Vec<u64> = (0..n).filter(|k| *k != 5 && *k != 9).collect();
@@ -419,11 +421,12 @@ fn line_mode_files_are_joined_by_line_number() {
     );
     let labels = Deser::random(
         &mut rng,
-        &["labels.ctf"],
+        &["labels-a.ctf", "labels-b.ctf"],
         vec![Input::sparse("y", 5), Input::dense("w", 1)],
         0..n,
         1,
     );
+    let third = Deser::random(&mut rng, &["ids.ctf"], vec![Input::dense("z", 1)], 0..n, 1);
     let dir = TempDir::new().unwrap();
     let d = dir.path();
     let mut text = String::new();
@@ -434,17 +437,28 @@ fn line_mode_files_are_joined_by_line_number() {
         }
     }
     put(d, "features.ctf", text);
+    let lines = |keys: std::ops::Range<u64>| -> String {
+        keys.map(|k| sequence_text(None, &labels.inputs, &labels.parts[&k]))
+            .collect()
+    };
+    put(d, "labels-a.ctf", lines(0..12));
+    put(d, "labels-b.ctf", lines(12..n));
     let text: String = (0..n)
-        .map(|k| sequence_text(None, &labels.inputs, &labels.parts[&k]))
+        .map(|k| sequence_text(Some(100 + k / 3), &third.inputs, &third.parts[&k]))
         .collect();
-    put(d, "labels.ctf", text);
-    let joined = Joined::of(&[&features, &labels]);
+    put(d, "ids.ctf", text);
+    let joined = Joined::of(&[&features, &labels, &third]);
     assert_eq!(joined.keys(), primary_keys);
+    let third_extra = "skipSequenceIds = true";
 
     put(
         d,
         "c.cntk",
-        config_text(IN_ORDER, &[(&features, ""), (&labels, "")], ""),
+        config_text(
+            IN_ORDER,
+            &[(&features, ""), (&labels, ""), (&third, third_extra)],
+            "",
+        ),
     );
     let r = run_expect(&["dump", "c.cntk"], Some(d), 0);
     assert_eq!(keys(&r.stdout), primary_keys);
@@ -457,19 +471,26 @@ fn line_mode_files_are_joined_by_line_number() {
         "r.cntk",
         config_text(
             RANDOMIZED,
-            &[(&features, "chunkSizeInBytes = 60"), (&labels, "")],
+            &[
+                (&features, "chunkSizeInBytes = 60"),
+                (&labels, ""),
+                (&third, third_extra),
+            ],
             "",
         ),
     );
     let (lines, stderr) = read(d, "r.cntk", &["--mb-size", "3", "--max-sweeps", "2"]);
     check_run(&joined, &lines, 3, 2);
-    // Lines 5 and 9 of the labels have no primary sequence: warned once, naming them.
-    let warned: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("warning:") && l.contains("labels.ctf") && l.contains("2 sequences"))
-        .collect();
-    assert_eq!(warned.len(), 1, "{stderr}");
-    assert_eq!(listed_keys(warned[0]), (vec![5, 9], false), "{stderr}");
+    // Lines 5 and 9 of the other deserializers have no primary sequence: warned once for
+    // each, naming them.
+    for file in ["labels-a.ctf, labels-b.ctf", "ids.ctf"] {
+        let warned: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("warning:") && l.contains(file) && l.contains("2 sequences"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{file}\n{stderr}");
+        assert_eq!(listed_keys(warned[0]), (vec![5, 9], false), "{stderr}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
