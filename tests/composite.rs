@@ -1423,7 +1423,8 @@ fn a_secondary_file_far_larger_than_the_cache_is_read_in_bounded_memory() {
     const LINES: u64 = 1100;
     let mut rng = Rng::new(16);
     let keys: Vec<u64> = (0..N).map(|i| 2 * i + 1).collect();
-    // Primary: one short line per key, in key order; 300-byte chunks, a window of 2.
+    // Primary: one short line per key, in key order; 150-byte chunks (about 12 sequences,
+    // whose labels are about 1 MB), a window of 2; two loader threads whatever the machine.
     let mut features = String::new();
     // Per key: the sum of its x values and of its y values.
     let mut x_sum = BTreeMap::new();
@@ -1469,15 +1470,25 @@ fn a_secondary_file_far_larger_than_the_cache_is_read_in_bounded_memory() {
             &[
                 (
                     &deser("features.ctf", Input::dense("x", 2)),
-                    "chunkSizeInBytes = 300",
+                    "chunkSizeInBytes = 150",
                 ),
                 (&deser("labels.ctf", Input::dense("y", 16)), ""),
             ],
             "",
         ),
     );
-    let (code, stdout, stderr, peak_kib) =
-        run_measured(d, &["read", "c.cntk", "--jsonl", "--mb-size", "2000"]);
+    let (code, stdout, stderr, peak_kib) = run_measured(
+        d,
+        &[
+            "read",
+            "c.cntk",
+            "--jsonl",
+            "--mb-size",
+            "2000",
+            "--threads",
+            "2",
+        ],
+    );
     assert_eq!(code, 0, "{stderr}");
     let lines = parse_lines(&stdout);
     assert_eq!(sorted(all_keys(&lines)), keys);
