@@ -185,76 +185,19 @@ impl<T: Element> Joiner<T> {
         if !wanted.windows(2).all(|w| w[0].0 < w[1].0) {
             wanted.sort_unstable();
         }
-        let jindex = &*joined_index.index;
-        let mut start = 0;
-        while start < wanted.len() {
-            let first = wanted[start].0;
-            let chunk = jindex.chunks.partition_point(|c| c.sequences.end <= first) as u32;
-            let c = jindex.chunk(chunk);
-            let mut end = start + 1;
-            while end < wanted.len()
-                && wanted[end].0 == wanted[end - 1].0 + 1
-                && wanted[end].0 < c.sequences.end
-            {
-                end += 1;
-            }
-            let run = &wanted[start..end];
-            let within = first - c.sequences.start..run[run.len() - 1].0 - c.sequences.start + 1;
-            jl.loader.load_part(chunk, within, &mut jl.run)?;
-            let file = &jindex.files[c.file as usize].name;
-            let (mut valid, mut invalid, mut diag) = (0, 0, 0);
-            for (k, &(m, v)) in run.iter().enumerate() {
-                let v = v as usize;
-                let entry = &jindex.sequences[m as usize];
-                let line = c.first_line + u64::from(entry.line);
-                let next_line = run.get(k + 1).map_or(u64::MAX, |&(next, _)| {
-                    c.first_line + u64::from(jindex.sequences[next as usize].line)
-                });
-                let filed_under = primary[v].line;
-                let relocate = |d: &Diagnostic| {
-                    let mut moved = Diagnostic::new(d.severity, filed_under, 1, d.message.clone());
-                    moved.joined_at = Some(Box::new(JoinedPosition {
-                        file: file.clone(),
-                        line: d.line,
-                        col: d.col,
-                    }));
-                    moved
-                };
-                while diag < jl.run.diagnostics.len() && jl.run.diagnostics[diag].line < next_line {
-                    self.found.push(relocate(&jl.run.diagnostics[diag]));
-                    diag += 1;
-                }
-                let parsed = &jl.run.sequences;
-                if parsed.sequences.get(valid).is_some_and(|s| s.line == line) {
-                    jl.slots[v] = jl.staged.len() as u32;
-                    for (to, from) in jl.staged.columns.iter_mut().zip(&parsed.columns) {
-                        to.push_sequence_of(from, valid);
-                    }
-                    let info = parsed.sequences[valid];
-                    jl.staged.sequences.push(info);
-                    self.counted[v] = self.counted[v].max(info.counted_lines);
-                    valid += 1;
-                } else if jl.run.invalid.get(invalid).is_some_and(|s| s.line == line) {
-                    self.failed[v] = Some(relocate(&jl.run.invalid[invalid].first_error));
-                    invalid += 1;
-                } else {
-                    let error = relocate(&Diagnostic::new(
-                        Severity::Error,
-                        line,
-                        1,
-                        format!(
-                            "the sequence with key {} holds no input of this file's \
-                             deserializer",
-                            entry.key
-                        ),
-                    ));
-                    self.found.push(error.clone());
-                    self.failed[v] = Some(error);
-                }
-            }
-            start = end;
-        }
-        Ok(())
+        // One check of the joined files for all the runs, before their data is used.
+        jl.loader.defer_checks();
+        let read = read_runs(
+            jl,
+            &joined_index.index,
+            &wanted,
+            primary,
+            &mut self.failed,
+            &mut self.counted,
+            &mut self.found,
+        );
+        let checked = jl.loader.check_deferred();
+        read.and(checked)
     }
 
     /// Writes the joined part into `into`: the valid primary sequences that every join
@@ -322,4 +265,89 @@ impl<T: Element> Joiner<T> {
         }
         into.diagnostics = diagnostics;
     }
+}
+
+/// Reads the `wanted` sequences of a joined deserializer (index `jindex`), as (joined ordinal,
+/// primary sequence) sorted by ordinal, in runs of consecutive sequences within a chunk, and
+/// stages each for its primary sequence (of `primary`); an invalid or empty one fails it.
+/// Their diagnostics go to `found`, filed under their primary sequence's line.
+#[allow(clippy::too_many_arguments)]
+fn read_runs<T: Element>(
+    jl: &mut JoinedLoader<T>,
+    jindex: &CorpusIndex,
+    wanted: &[(u32, u32)],
+    primary: &[SequenceInfo],
+    failed: &mut [Option<Diagnostic>],
+    counted: &mut [u32],
+    found: &mut Vec<Diagnostic>,
+) -> Result<(), LoadError> {
+    let mut start = 0;
+    while start < wanted.len() {
+        let first = wanted[start].0;
+        let chunk = jindex.chunks.partition_point(|c| c.sequences.end <= first) as u32;
+        let c = jindex.chunk(chunk);
+        let mut end = start + 1;
+        while end < wanted.len()
+            && wanted[end].0 == wanted[end - 1].0 + 1
+            && wanted[end].0 < c.sequences.end
+        {
+            end += 1;
+        }
+        let run = &wanted[start..end];
+        let within = first - c.sequences.start..run[run.len() - 1].0 - c.sequences.start + 1;
+        jl.loader.load_part(chunk, within, &mut jl.run)?;
+        let file = &jindex.files[c.file as usize].name;
+        let (mut valid, mut invalid, mut diag) = (0, 0, 0);
+        for (k, &(m, v)) in run.iter().enumerate() {
+            let v = v as usize;
+            let entry = &jindex.sequences[m as usize];
+            let line = c.first_line + u64::from(entry.line);
+            let next_line = run.get(k + 1).map_or(u64::MAX, |&(next, _)| {
+                c.first_line + u64::from(jindex.sequences[next as usize].line)
+            });
+            let filed_under = primary[v].line;
+            let relocate = |d: &Diagnostic| {
+                let mut moved = Diagnostic::new(d.severity, filed_under, 1, d.message.clone());
+                moved.joined_at = Some(Box::new(JoinedPosition {
+                    file: file.clone(),
+                    line: d.line,
+                    col: d.col,
+                }));
+                moved
+            };
+            while diag < jl.run.diagnostics.len() && jl.run.diagnostics[diag].line < next_line {
+                found.push(relocate(&jl.run.diagnostics[diag]));
+                diag += 1;
+            }
+            let parsed = &jl.run.sequences;
+            if parsed.sequences.get(valid).is_some_and(|s| s.line == line) {
+                jl.slots[v] = jl.staged.len() as u32;
+                for (to, from) in jl.staged.columns.iter_mut().zip(&parsed.columns) {
+                    to.push_sequence_of(from, valid);
+                }
+                let info = parsed.sequences[valid];
+                jl.staged.sequences.push(info);
+                counted[v] = counted[v].max(info.counted_lines);
+                valid += 1;
+            } else if jl.run.invalid.get(invalid).is_some_and(|s| s.line == line) {
+                failed[v] = Some(relocate(&jl.run.invalid[invalid].first_error));
+                invalid += 1;
+            } else {
+                let error = relocate(&Diagnostic::new(
+                    Severity::Error,
+                    line,
+                    1,
+                    format!(
+                        "the sequence with key {} holds no input of this file's \
+                         deserializer",
+                        entry.key
+                    ),
+                ));
+                found.push(error.clone());
+                failed[v] = Some(error);
+            }
+        }
+        start = end;
+    }
+    Ok(())
 }

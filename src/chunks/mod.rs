@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use crate::config::{InputConfig, ReaderConfig};
 use crate::diag::Diagnostic;
-use crate::index::{CorpusIndex, FileStamp};
+use crate::index::{CorpusIndex, FileStamp, IndexedFile};
 use crate::parser::{
     BufferLengths, Element, InvalidSequence, ParsedSequences, StreamOptions, StreamParser,
 };
@@ -126,6 +126,35 @@ pub struct ChunkLoader<T> {
     last_part: Option<(u64, BufferLengths)>,
     /// For a composite reader: joins each primary part with the other deserializers.
     joiner: Option<Box<join::Joiner<T>>>,
+    /// While checks are deferred: the files read since (see `defer_checks`).
+    deferred_checks: Option<Vec<u32>>,
+}
+
+/// Checks, through its open handle and by its path, that `file` is still the file `indexed`
+/// describes.
+fn check_file(file: &File, indexed: &IndexedFile) -> Result<(), LoadError> {
+    let io_error = |error: io::Error| LoadError::Io {
+        file: indexed.name.clone(),
+        error,
+    };
+    let changed = |detail: String| LoadError::Changed {
+        file: indexed.name.clone(),
+        detail,
+    };
+    let by_handle = FileStamp::of_file(file).map_err(io_error)?;
+    let by_path = match FileStamp::of_path(&indexed.path) {
+        Ok(stamp) => stamp,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(changed("it was removed or renamed".to_string()))
+        }
+        Err(e) => return Err(io_error(e)),
+    };
+    for now in [by_handle, by_path] {
+        if let Some(change) = indexed.stamp.describe_change(&now) {
+            return Err(changed(change));
+        }
+    }
+    Ok(())
 }
 
 impl<T: Element> ChunkLoader<T> {
@@ -148,6 +177,7 @@ impl<T: Element> ChunkLoader<T> {
             counters: LoadCounters::default(),
             last_part: None,
             joiner,
+            deferred_checks: None,
         }
     }
 
@@ -213,23 +243,10 @@ impl<T: Element> ChunkLoader<T> {
             Some(file) => file,
             slot => slot.insert(File::open(&indexed.path).map_err(io_error)?),
         };
-        let check = |file: &File| -> Result<(), LoadError> {
-            let by_handle = FileStamp::of_file(file).map_err(io_error)?;
-            let by_path = match FileStamp::of_path(&indexed.path) {
-                Ok(stamp) => stamp,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    return Err(changed("it was removed or renamed".to_string()))
-                }
-                Err(e) => return Err(io_error(e)),
-            };
-            for now in [by_handle, by_path] {
-                if let Some(change) = indexed.stamp.describe_change(&now) {
-                    return Err(changed(change));
-                }
-            }
-            Ok(())
-        };
-        check(file)?;
+        let deferred = self.deferred_checks.is_some();
+        if !deferred {
+            check_file(file, indexed)?;
+        }
         self.buffer.resize((to - from) as usize, 0);
         let read = fault::injected(&indexed.path, c.start + from, self.buffer.len())
             .and_then(|()| file.read_exact_at(&mut self.buffer, c.start + from));
@@ -240,7 +257,11 @@ impl<T: Element> ChunkLoader<T> {
             }
             Err(e) => return Err(io_error(e)),
         }
-        check(file)?;
+        match &mut self.deferred_checks {
+            None => check_file(file, indexed)?,
+            Some(touched) if !touched.contains(&c.file) => touched.push(c.file),
+            Some(_) => {}
+        }
         if part.end == count {
             self.counters.chunks_loaded += 1;
         }
@@ -253,10 +274,9 @@ impl<T: Element> ChunkLoader<T> {
 
         let seqs =
             (c.sequences.start + part.start) as usize..(c.sequences.start + part.end) as usize;
-        let repeated_lines: Vec<u64> = index
-            .repeated
+        let first_repeated = index.repeated.partition_point(|&o| (o as usize) < seqs.start);
+        let repeated_lines: Vec<u64> = index.repeated[first_repeated..]
             .iter()
-            .skip_while(|&&o| (o as usize) < seqs.start)
             .take_while(|&&o| (o as usize) < seqs.end)
             .map(|&o| c.first_line + u64::from(index.sequences[o as usize].line))
             .collect();
@@ -297,6 +317,25 @@ impl<T: Element> ChunkLoader<T> {
             }
         }
         self.verify(chunk, into).map_err(changed)
+    }
+
+    /// Defers the checks that a file is still the one indexed, made before and after every
+    /// read, to [`check_deferred`](Self::check_deferred): for a run of many small reads
+    /// (a joined deserializer's sequences), whose data is used only once that check passes.
+    fn defer_checks(&mut self) {
+        self.deferred_checks.get_or_insert_with(Vec::new).clear();
+    }
+
+    /// Checks every file read since [`defer_checks`](Self::defer_checks), and checks each
+    /// read again from now on.
+    fn check_deferred(&mut self) -> Result<(), LoadError> {
+        let touched = self.deferred_checks.take().unwrap_or_default();
+        for f in touched {
+            if let Some(file) = &self.files[f as usize] {
+                check_file(file, &self.index.files[f as usize])?;
+            }
+        }
+        Ok(())
     }
 
     /// Checks that the parsed sequences are the ones the index lists for the part.
