@@ -1203,6 +1203,34 @@ fn ctf_index_writes_the_caches_of_every_deserializers_files() {
 fn cache_index_reuses_every_deserializers_cache_and_notices_a_changed_secondary() {
     let mut t = two_files(40, 13);
     let d = t.d().to_path_buf();
+    // Two label sequences whose keys the features do not have, at the end of the file: warned
+    // on every run, also when the caches are reused (never silently ignored).
+    let mut rng = Rng::new(130);
+    let extra: String = [9001u64, 9002]
+        .iter()
+        .map(|&k| {
+            sequence_text(
+                Some(k),
+                &t.labels.inputs,
+                &random_parts(&mut rng, &t.labels.inputs, 2),
+            )
+        })
+        .collect();
+    put(
+        &d,
+        "labels.ctf",
+        file_text(&t.labels, &t.label_order).0 + &extra,
+    );
+    let warned = |stderr: &str| {
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| {
+                l.contains("warning:") && l.contains("labels.ctf") && l.contains("2 sequences")
+            })
+            .collect();
+        assert_eq!(lines.len(), 1, "{stderr}");
+        assert_eq!(listed_keys(lines[0]), (vec![9001, 9002], false), "{stderr}");
+    };
     put(
         &d,
         "c.cntk",
@@ -1216,8 +1244,9 @@ fn cache_index_reuses_every_deserializers_cache_and_notices_a_changed_secondary(
         ),
     );
     let args = ["--mb-size", "6", "--max-sweeps", "2"];
-    let (first, _) = read(&d, "c.cntk", &args);
+    let (first, stderr) = read(&d, "c.cntk", &args);
     check_run(&t.joined(), &first, 6, 2);
+    warned(&stderr);
     // Both index caches and the key match are written.
     let caches = all_caches(&d);
     assert_eq!(
@@ -1228,17 +1257,18 @@ fn cache_index_reuses_every_deserializers_cache_and_notices_a_changed_secondary(
     assert_eq!(caches_of(&d, "labels.ctf", "ctfidx").len(), 1, "{caches:?}");
     assert_eq!(caches_of(&d, "", "ctfjoin").len(), 1, "{caches:?}");
     // Second run: the same output, and no cache rewritten.
-    let (second, _) = read(&d, "c.cntk", &args);
+    let (second, stderr) = read(&d, "c.cntk", &args);
     assert_eq!(second, first);
+    warned(&stderr);
     assert_eq!(all_caches(&d), caches);
     // Labels rewritten in another order, one sequence longer: the stale cache is not used.
-    let mut rng = Rng::new(130);
     let k = t.label_order[0];
     t.labels.parts.get_mut(&k).unwrap()[0].push(Sample::Sparse(vec![(4, 2.5)]));
     let order = shuffled(&mut rng, &t.label_order);
-    put(&d, "labels.ctf", file_text(&t.labels, &order).0);
-    let (third, _) = read(&d, "c.cntk", &args);
+    put(&d, "labels.ctf", file_text(&t.labels, &order).0 + &extra);
+    let (third, stderr) = read(&d, "c.cntk", &args);
     check_run(&t.joined(), &third, 6, 2);
+    warned(&stderr);
 }
 
 // ---------------------------------------------------------------------------------------------

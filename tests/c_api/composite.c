@@ -7,9 +7,11 @@
  *
  *   composite CONFIG FEATURES LABELS MISSING_CONFIG
  *
- * CONFIG is a composite BrainScript reader of FEATURES (input x, dense, dim 2) and LABELS
- * (input y, sparse, dim 5), randomized with seed 5, default chunk sizes. MISSING_CONFIG is the
- * same with a labels file that lacks a key and maxErrors = 0.
+ * CONFIG is a composite BrainScript reader of FEATURES (input x, dense, dim 2, chunks of 200
+ * bytes) and LABELS (input y, sparse, dim 5, chunks of 300 bytes), randomized with seed 5 and
+ * a window of 3 chunks (so the builder's output is the file's only if each chunk size went to
+ * its own deserializer). MISSING_CONFIG joins the same features to a labels file that lacks a
+ * key, unrandomized, with maxErrors = 0.
  *
  * Prints, for each configuration path P in `file`, `text`, `builder`:
  *   `P stream I NAME ALIAS DIM dense|sparse` for each stream, then
@@ -131,17 +133,21 @@ static void read_sweep(const char *label, ctf_config *config) {
     ctf_reader_free(reader);
 }
 
-/* The same reader, built call by call. */
+/* The same reader, built call by call: the chunk sizes apply to the deserializer being
+ * described, the randomization settings to the reader. */
 static ctf_config *built(const char *features, const char *labels) {
     ctf_config *config = NULL;
     OK(ctf_config_new(&config));
     OK(ctf_config_add_file(config, features));
     OK(ctf_config_add_input(config, "x", NULL, 2, CTF_STORAGE_DENSE));
+    OK(ctf_config_set_chunk_size(config, 200));
     OK(ctf_config_add_deserializer(config));
     OK(ctf_config_add_file(config, labels));
     OK(ctf_config_add_input(config, "y", NULL, 5, CTF_STORAGE_SPARSE));
+    OK(ctf_config_set_chunk_size(config, 300));
     OK(ctf_config_set_randomize(config, true));
     OK(ctf_config_set_randomization_seed(config, 5));
+    OK(ctf_config_set_randomization_window(config, 3, false));
     return config;
 }
 

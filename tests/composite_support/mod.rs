@@ -498,8 +498,9 @@ pub fn shuffled(rng: &mut Rng, keys: &[u64]) -> Vec<u64> {
 // ---------------------------------------------------------------------------------------------
 
 /// The data of the C test: features (`x`, dense, dim 2) and labels (`y`, sparse, dim 5) of 40
-/// keys in different orders, a composite configuration of them (randomized, seed 5, default
-/// chunk sizes, absolute paths), and a second one whose labels file lacks one key.
+/// keys in different orders, a composite configuration of them (randomized, seed 5, a window
+/// of 3 chunks, chunks of 200 and 300 bytes, absolute paths), and a second one whose labels
+/// file lacks one key.
 pub struct CCase {
     pub config: String,
     pub features: String,
@@ -533,11 +534,18 @@ impl CCase {
         put(dir, "labels.ctf", file_text(&labels, &label_order).0);
         let joined = Joined::of(&[&features, &labels]);
         let prefix = format!("{}/", dir.display());
-        let params = "randomize = true; randomizationSeed = 5";
+        let params = "randomize = true; randomizationSeed = 5; randomizationWindow = 3";
         put(
             dir,
             "c.cntk",
-            config_text(params, &[(&features, ""), (&labels, "")], &prefix),
+            config_text(
+                params,
+                &[
+                    (&features, "chunkSizeInBytes = 200"),
+                    (&labels, "chunkSizeInBytes = 300"),
+                ],
+                &prefix,
+            ),
         );
         let missing_key = label_order.remove(13);
         labels.parts.remove(&missing_key);
