@@ -758,12 +758,100 @@ fn unmatched_and_repeated_secondary_keys_are_warned_once_and_not_read() {
         "{stderr}"
     );
 
+    // `ctf index` counts both kinds of sequences it does not read.
+    let r = run_expect(&["index", "r.cntk"], Some(t.d()), 0);
+    assert_eq!(
+        cli_support::summary_n(&r.stdout, "unmatched sequences in labels.ctf"),
+        9,
+        "{}",
+        r.stdout
+    );
+
     // dump joins the first occurrences too.
     let r = run_expect(&["dump", "r.cntk"], Some(t.d()), 0);
     assert_eq!(keys(&r.stdout), t.feature_order);
     for object in json_lines(&r.stdout) {
         joined.check_dump_object(&object);
     }
+}
+
+#[test]
+fn validate_reports_every_missing_key_and_the_unmatched_ones() {
+    let mut t = two_files(30, 19);
+    // Two keys without labels, and three label sequences with keys the features lack.
+    let missing = [t.label_order[4], t.label_order[20]];
+    t.label_order.retain(|k| !missing.contains(k));
+    for k in &missing {
+        t.labels.parts.remove(k);
+    }
+    let mut rng = Rng::new(190);
+    let extra: String = [7001u64, 7002, 7003]
+        .iter()
+        .map(|&k| {
+            let parts = random_parts(&mut rng, &t.labels.inputs, 2);
+            sequence_text(Some(k), &t.labels.inputs, &parts)
+        })
+        .collect();
+    put(
+        t.d(),
+        "labels.ctf",
+        extra + &file_text(&t.labels, &t.label_order).0,
+    );
+    let joined = t.joined();
+    t.config("c.cntk", IN_ORDER);
+    let r = run_expect(&["validate", "c.cntk"], Some(t.d()), 1);
+    // Every error, not stopping at maxErrors = 0, each at its primary line.
+    let mut found: Vec<(u64, String)> = errors_with(&r.stderr, "no sequence with key")
+        .into_iter()
+        .map(|d| (d.line, d.message))
+        .collect();
+    found.sort();
+    let mut want: Vec<(u64, String)> = missing
+        .iter()
+        .map(|&k| {
+            let message = format!("no sequence with key {k} in labels.ctf");
+            (t.feature_lines[&k], message)
+        })
+        .collect();
+    want.sort();
+    assert_eq!(found, want, "{}", r.stderr);
+    let warned: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("warning:") && l.contains("labels.ctf") && l.contains("3 sequences"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", r.stderr);
+    assert_eq!(listed_keys(warned[0]), (vec![7001, 7002, 7003], false));
+    // The summary counts what was reported, and the valid joined sequences' samples.
+    let out = &r.stdout;
+    assert_eq!(
+        cli_support::summary(out, "sequences"),
+        "28 valid, 2 invalid"
+    );
+    for (i, name) in ["x", "y"].iter().enumerate() {
+        let samples: u64 = joined.keys().iter().map(|&k| joined.samples(k, i)).sum();
+        assert_eq!(
+            cli_support::summary_n(out, &format!("samples {name}")),
+            samples,
+            "{out}"
+        );
+    }
+    let reported = |severity: &str| {
+        r.stderr
+            .lines()
+            .filter(|l| l.contains(&format!("{severity}:")))
+            .count() as u64
+    };
+    assert_eq!(
+        cli_support::summary_n(out, "errors"),
+        reported("error"),
+        "{out}"
+    );
+    assert_eq!(
+        cli_support::summary_n(out, "warnings"),
+        reported("warning"),
+        "{out}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1019,7 +1107,8 @@ fn the_same_minibatches_at_any_thread_count_and_with_keep_data_in_memory() {
         read("bytes read:")
     };
     assert_eq!(bytes_read("keep.cntk"), corpus);
-    assert!(bytes_read("r.cntk") >= 3 * corpus);
+    // (A chunk still cached across a sweep's end is not read again.)
+    assert!(bytes_read("r.cntk") > 2 * corpus);
 
     // The library: the reference against the threaded engine at several thread counts,
     // prefetch depths and part sizes (parts smaller than a chunk split its secondary reads).
