@@ -1229,9 +1229,9 @@ fn ranks_together_read_the_joined_corpus_once_per_sweep() {
 // 5. Index caches
 // ---------------------------------------------------------------------------------------------
 
-/// The cache files next to data file `name` (any file when empty) with this extension (`ctfidx`: its index cache;
-/// `ctfjoin`: the key match of its deserializer with the primary), with their inode and
-/// modification time.
+/// The cache files next to data file `name` (of any file when empty) with this extension
+/// (`ctfidx`: its index cache; `ctfjoin`: the key match of its deserializer with the
+/// primary), with their inode and modification time.
 fn caches_of(dir: &Path, name: &str, extension: &str) -> Vec<(String, u64, i64, i64)> {
     use std::os::unix::fs::MetadataExt;
     let mut found = Vec::new();
