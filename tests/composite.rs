@@ -854,6 +854,32 @@ fn validate_reports_every_missing_key_and_the_unmatched_ones() {
     );
 }
 
+#[test]
+fn bench_reads_and_counts_every_deserializers_files() {
+    let t = two_files(40, 20);
+    let joined = t.joined();
+    t.config("r.cntk", RANDOMIZED);
+    let r = run_expect(
+        &["bench", "r.cntk", "--sweeps", "2", "--mb-size", "8"],
+        Some(t.d()),
+        0,
+    );
+    let out = &r.stdout;
+    assert_eq!(cli_support::summary_n(out, "sequences"), 80, "{out}");
+    let all: f64 = joined
+        .keys()
+        .iter()
+        .map(|&k| (0..2).map(|i| joined.sum(k, i)).sum::<f64>())
+        .sum();
+    let checksum: f64 = cli_support::summary(out, "checksum").parse().unwrap();
+    assert_eq!(checksum, 2.0 * all, "{out}");
+    // "bytes: corpus bytes covered: the files' size x sweeps read" (README): both files.
+    let size = |f: &str| std::fs::metadata(t.d().join(f)).unwrap().len();
+    let corpus = size("features.ctf") + size("labels.ctf");
+    assert!(cli_support::summary_n(out, "bytes_read") >= corpus, "{out}");
+    assert_eq!(cli_support::summary_n(out, "bytes"), 2 * corpus, "{out}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 3. Three deserializers
 // ---------------------------------------------------------------------------------------------
