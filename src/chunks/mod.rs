@@ -274,7 +274,9 @@ impl<T: Element> ChunkLoader<T> {
 
         let seqs =
             (c.sequences.start + part.start) as usize..(c.sequences.start + part.end) as usize;
-        let first_repeated = index.repeated.partition_point(|&o| (o as usize) < seqs.start);
+        let first_repeated = index
+            .repeated
+            .partition_point(|&o| (o as usize) < seqs.start);
         let repeated_lines: Vec<u64> = index.repeated[first_repeated..]
             .iter()
             .take_while(|&&o| (o as usize) < seqs.end)

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::{ReaderConfig, WindowSize};
 use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
-use crate::index::CorpusIndex;
+use crate::index::{CorpusIndex, JoinedIndex, NO_MATCH};
 use crate::minibatch::{MinibatchPool, PooledMinibatch};
 use crate::parser::Element;
 use crate::pipeline::cache::{ChunkCache, Request};
@@ -1233,8 +1233,19 @@ fn quick_load<T: Element>(
     part: u32,
 ) -> Option<ChunkArc<LoadedChunk<T>>> {
     let range = quick_range(&shared.index, &shared.parts, chunk, within, part);
-    let entries = &shared.index.chunk_sequences(chunk)[range.start as usize..range.end as usize];
-    let text: u64 = entries.iter().map(|e| u64::from(e.len)).sum();
+    let index = &shared.index;
+    let entries = &index.chunk_sequences(chunk)[range.start as usize..range.end as usize];
+    let first = index.chunk(chunk).sequences.start + range.start;
+    // The text of the sequences, and of those a composite reader joins to them.
+    let joined_text = |j: &JoinedIndex| -> u64 {
+        j.matches[first as usize..first as usize + entries.len()]
+            .iter()
+            .filter(|&&m| m != NO_MATCH)
+            .map(|&m| u64::from(j.index.sequences[m as usize].len))
+            .sum()
+    };
+    let text: u64 = entries.iter().map(|e| u64::from(e.len)).sum::<u64>()
+        + index.joined.iter().map(joined_text).sum::<u64>();
     if text > packing.quick_bytes_left {
         packing.quick_bytes_left = 0;
         return None;
