@@ -8,10 +8,11 @@
 //! by line number; missing keys with and without `maxErrors`; three deserializers (one of
 //! them over two files); a parse error in a secondary file, reported at its own position;
 //! unmatched and repeated secondary keys warned once; `ctf dump` in primary file order;
-//! identical minibatches at any thread count, with `keepDataInMemory`, after `--restore`,
-//! and split over ranks; `ctf index` and `cacheIndex`; the Rust builder; configuration
-//! errors; and a secondary file far larger than the cache read with bounded peak RSS (a
-//! child `ctf read` measured with `wait4`).
+//! `ctf validate` and `ctf bench` on a composite reader; identical minibatches at any thread
+//! count, with `keepDataInMemory`, after `--restore`, and split over ranks; `ctf index` and
+//! `cacheIndex`; the Rust builder; configuration errors; and a secondary file far larger than
+//! the cache read with bounded peak RSS (a child `ctf read` measured with `wait4`). A first
+//! test reads each generated file alone, so that a join failure is not a generator mistake.
 
 #[allow(dead_code)]
 mod cli_support;
