@@ -2,20 +2,22 @@
 //! `c_examples/` and the C test program `tests/c_api/api_test.c` against the static and shared
 //! libraries built with this test, runs them on the bundled sample, and checks their output
 //! against `ctf dump` and `ctf read --jsonl`. The C test program also runs under valgrind
-//! memcheck, and the MPI example under `mpirun -np 2` and `-np 3`. A test skips (with a
+//! memcheck, and the MPI example under `mpirun -np 2` and `-np 3`. `tests/c_api/composite.c`
+//! reads a composite reader (issue 9) on data written by the test and checked against it
+//! (`tests/composite_support`). A test skips (with a
 //! printed note) only when its tool (valgrind, mpicc/mpirun, make, cc) is absent; CI installs
 //! them.
 
 #[allow(dead_code)]
-#[path = "cli_support/json.rs"]
-mod json;
+mod cli_support;
+mod composite_support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use json::Json;
+use cli_support::json::{self, Json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const CTF: &str = env!("CARGO_BIN_EXE_ctf");
@@ -158,6 +160,27 @@ fn api_test() -> Option<&'static (tempfile::TempDir, PathBuf)> {
             Some((dir, exe))
         })
         .as_ref()
+}
+
+/// The composite reader through the C ABI (`tests/c_api/composite.c`): from a file, from
+/// text and from the builder (`ctf_config_add_deserializer`), the same joined minibatches,
+/// checked against the data written here; under valgrind memcheck when installed.
+#[test]
+fn c_composite_reader_joins_deserializers_by_key() {
+    if !have("cc") {
+        println!("note: cc not found: the composite C test is not built");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("composite");
+    compile_c(&Path::new(ROOT).join("tests/c_api/composite.c"), &exe);
+    let case = composite_support::CCase::write(dir.path());
+    let stdout = if have("valgrind") {
+        memcheck(&exe, &case.args())
+    } else {
+        run_ok(&exe, &case.args())
+    };
+    case.check(&stdout);
 }
 
 fn parse_json_lines(stdout: &str) -> Vec<Json> {
