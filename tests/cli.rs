@@ -1382,3 +1382,41 @@ fn dump_streams_a_30_mb_file_in_bounded_memory() {
         out.status
     );
 }
+
+/// `--file` replaces the first deserializer's files of a composite reader; `--input` cannot
+/// say which deserializer an input belongs to, so with a composite reader it is a usage error
+/// naming the configuration.
+#[test]
+fn file_and_input_overrides_of_a_composite_reader() {
+    let dir = TempDir::new().unwrap();
+    let dir = dir.path();
+    write(dir, "f.ctf", "1 |x 1\n2 |x 2\n");
+    write(dir, "g.ctf", "2 |x 20\n");
+    write(dir, "l.ctf", "2 |y 5\n1 |y 4\n");
+    write(
+        dir,
+        "c.cntk",
+        r#"reader = {
+            deserializers = ({
+                type = "CNTKTextFormatDeserializer" ; file = "f.ctf"
+                input = { x = { dim = 1 ; format = "dense" } }
+            } : {
+                type = "CNTKTextFormatDeserializer" ; file = "l.ctf"
+                input = { y = { dim = 1 ; format = "dense" } }
+            })
+        }"#,
+    );
+    let r = run_expect(&["dump", "c.cntk", "--file", "g.ctf"], Some(dir), 0);
+    assert_eq!(
+        r.stdout,
+        "{\"key\":2,\"inputs\":{\"x\":[[20]],\"y\":[[5]]}}\n"
+    );
+    assert_usage_error(dir, &["c.cntk", "--input", "x:1:dense"]);
+    let r = run_expect(&["dump", "c.cntk", "--input", "x:1:dense"], Some(dir), 2);
+    assert!(
+        r.stderr
+            .contains("--input cannot replace the inputs of a composite reader: c.cntk has 2"),
+        "{}",
+        r.stderr
+    );
+}

@@ -141,6 +141,8 @@ pub fn build_index(
     }
     let mut opened = build_one(&config.deserializer_config(0), options)?;
     let mut primary = CorpusIndex::clone(&opened.index);
+    // Progress counts the bytes of every deserializer's files, one after the other.
+    let mut scanned_before = primary.total_bytes();
     for d in 1..config.deserializer_count() {
         let own = config.deserializer_config(d);
         let own_options = IndexingOptions {
@@ -149,9 +151,15 @@ pub fn build_index(
                 _ if own.cache_index => CacheMode::Use,
                 _ => CacheMode::Off,
             },
+            progress: options.progress.as_ref().map(|report| {
+                let report = Arc::clone(report);
+                let before = scanned_before;
+                Arc::new(move |bytes| report(before + bytes)) as ProgressSink
+            }),
             ..options.clone()
         };
         let other = build_one(&own, &own_options)?;
+        scanned_before += other.index.total_bytes();
         opened.sources.extend(other.sources);
         opened.caches_written += other.caches_written;
         opened.joined_cache_writers.extend(other.cache_writer);

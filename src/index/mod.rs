@@ -147,9 +147,29 @@ impl CorpusIndex {
         self.chunks.iter().map(|c| c.samples).sum()
     }
 
-    /// Total bytes of the data files.
+    /// Total bytes of the data files (of the first deserializer, for a composite reader).
     pub fn total_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.stamp.size).sum()
+    }
+
+    /// Total bytes of the data files of every deserializer: what a sweep reads.
+    pub fn data_bytes(&self) -> u64 {
+        self.total_bytes()
+            + self
+                .joined
+                .iter()
+                .map(|j| j.index.data_bytes())
+                .sum::<u64>()
+    }
+
+    /// Number of data files of every deserializer.
+    pub fn data_file_count(&self) -> usize {
+        self.files.len()
+            + self
+                .joined
+                .iter()
+                .map(|j| j.index.data_file_count())
+                .sum::<usize>()
     }
 
     /// The sequences of file `file`, as indices into [`sequences`](Self::sequences).

@@ -25,15 +25,28 @@ pub(super) struct IndexedWalk<T> {
     pub(super) chunk: ParsedChunk<T>,
     next_chunk: u32,
     counts: ParseCounts,
+    /// Warnings of indexing, the background cache writers' included.
+    index_warnings: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl<T: Element> IndexedWalk<T> {
-    /// Indexes the corpus of `config` (index caches as its `cacheIndex` says).
+    /// Indexes the corpus of `config` (index caches as its `cacheIndex` says); the warnings
+    /// of indexing (such as keys only a joined deserializer has) are counted.
     pub(super) fn open(config: &ReaderConfig) -> Result<Self, ReadError> {
-        let opened =
-            build_index(config, &IndexingOptions::for_config(config)).map_err(index_error)?;
+        let mut options = IndexingOptions::for_config(config);
+        // A count of the warnings one sink saw, not a synchronization point of the pipeline:
+        // from `std`, not from `crate::sync`.
+        let index_warnings = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let report = Arc::clone(&options.on_warning);
+        let counted = Arc::clone(&index_warnings);
+        options.on_warning = Arc::new(move |w| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            report(w);
+        });
+        let opened = build_index(config, &options).map_err(index_error)?;
         let index = Arc::clone(&opened.index);
         Ok(IndexedWalk {
+            index_warnings,
             loader: ChunkLoader::new(Arc::clone(&index), config),
             chunk: ParsedChunk::new(&config.inputs),
             index,
@@ -43,15 +56,21 @@ impl<T: Element> IndexedWalk<T> {
         })
     }
 
-    /// Number of data files of the primary deserializer.
+    /// Number of data files of every deserializer.
     pub(super) fn file_count(&self) -> usize {
-        self.index.files.len()
+        self.index.data_file_count()
     }
 
     /// Counts of the chunks loaded so far: sequences, invalid sequences, errors and
-    /// warnings (lines are not counted on this path).
+    /// warnings, those of indexing included (lines are not counted on this path).
     pub(super) fn counts(&self) -> ParseCounts {
-        self.counts
+        let index_warnings = self
+            .index_warnings
+            .load(std::sync::atomic::Ordering::Relaxed);
+        ParseCounts {
+            warnings: self.counts.warnings + index_warnings,
+            ..self.counts
+        }
     }
 
     /// Loads the next chunk into [`chunk`](Self::chunk); returns the file its diagnostics

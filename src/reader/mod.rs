@@ -246,7 +246,7 @@ impl<T: Element> SequenceReader<T> {
     }
 
     /// Number of data files, glob patterns expanded (0 when a pattern matched nothing); for
-    /// a composite reader, the first deserializer's.
+    /// a composite reader, those of every deserializer.
     pub fn file_count(&self) -> usize {
         match &self.indexed {
             Some(walk) => walk.file_count(),

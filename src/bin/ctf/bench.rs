@@ -93,9 +93,11 @@ fn bench<T: Element>(
     let elapsed = start.elapsed();
     let counters = source.counters();
     let sweep_samples = source.sweep_samples();
-    let corpus_bytes = source.index().total_bytes();
-    // The corpus bytes the minibatches covered: the files' size per sweep read.
-    let bytes = (u128::from(corpus_bytes) * u128::from(totals.samples)
+    let corpus_bytes = source.index().data_bytes();
+    // The corpus bytes the minibatches covered: the files' size (of every deserializer) per
+    // sweep of the timeline read. (Delivered samples would undercount: a minibatch counts the
+    // largest input's sum, not each sequence's longest input.)
+    let bytes = (u128::from(corpus_bytes) * u128::from(source.position())
         / u128::from(sweep_samples.max(1))) as u64;
     let seconds = elapsed.as_secs_f64().max(1e-9);
     let per_second = |n: f64| n / seconds;

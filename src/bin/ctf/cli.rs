@@ -48,10 +48,12 @@ pub struct DataArgs {
     /// Dotted path to the reader record, or to a command record holding one (e.g. `train`).
     #[arg(long, value_name = "PATH")]
     pub section: Option<String>,
-    /// Data file to read instead of the configuration's `file` (repeat for several files).
+    /// Data file to read instead of the configuration's `file` (repeat for several files); for
+    /// a composite reader, instead of the first deserializer's.
     #[arg(long = "file", value_name = "PATH")]
     pub files: Vec<String>,
-    /// Input to read instead of the configuration's `input` section (repeatable).
+    /// Input to read instead of the configuration's `input` section (repeatable; not with a
+    /// composite reader).
     #[arg(long = "input", value_name = "NAME:DIM:dense|sparse[:ALIAS]", value_parser = parse_input)]
     pub inputs: Vec<InputConfig>,
     /// Element type of the values.
@@ -230,6 +232,14 @@ impl DataArgs {
                 }
                 if !self.files.is_empty() {
                     config.files = self.files.clone();
+                }
+                if !self.inputs.is_empty() && config.is_composite() {
+                    return Err(Failure::Usage(format!(
+                        "error: --input cannot replace the inputs of a composite reader: {} \
+                         has {} deserializers; change their inputs in the configuration",
+                        path.display(),
+                        config.deserializer_count()
+                    )));
                 }
                 if !self.inputs.is_empty() {
                     config.inputs = self.inputs.clone();

@@ -42,9 +42,10 @@ pub fn run(args: &IndexArgs) -> Result<(), Failure> {
         .chain(index.joined.iter().map(|j| &*j.index))
         .collect();
     let sequences = index.sequences.iter().filter(|e| e.samples > 0).count();
-    let bytes: u64 = indexes.iter().map(|i| i.total_bytes()).sum();
-    let files: usize = indexes.iter().map(|i| i.files.len()).sum();
-    let mut lines = vec![format!("files: {files}"), format!("sequences: {sequences}")];
+    let mut lines = vec![
+        format!("files: {}", index.data_file_count()),
+        format!("sequences: {sequences}"),
+    ];
     for (d, own) in indexes.iter().enumerate() {
         let inputs = config.deserializer_inputs(d);
         for (i, input) in config.inputs[inputs].iter().enumerate() {
@@ -64,10 +65,10 @@ pub fn run(args: &IndexArgs) -> Result<(), Failure> {
         ));
     }
     // A scan never takes zero time, but the rate must stay finite whatever the clock says.
-    let rate = bytes as f64 / seconds.max(1e-9) / 1e9;
+    let rate = index.data_bytes() as f64 / seconds.max(1e-9) / 1e9;
     lines.extend([
         format!("chunks: {}", index.chunks.len()),
-        format!("bytes: {bytes}"),
+        format!("bytes: {}", index.data_bytes()),
         format!("seconds: {seconds:.3}"),
         format!("GB/s: {rate:.3}"),
         format!("caches written: {}", opened.caches_written),

@@ -27,11 +27,13 @@ pub fn bar_total(config: &ReaderConfig) -> Option<u64> {
     if !std::io::stderr().is_terminal() {
         return None;
     }
-    let files = expand_file_patterns(&config.files).ok()?;
     let mut total = 0u64;
-    for file in &files {
-        let meta = std::fs::metadata(&file.path).ok()?;
-        total = total.saturating_add(meta.len());
+    let joined = config.joined.iter().map(|j| &j.files);
+    for patterns in std::iter::once(&config.files).chain(joined) {
+        for file in &expand_file_patterns(patterns).ok()? {
+            let meta = std::fs::metadata(&file.path).ok()?;
+            total = total.saturating_add(meta.len());
+        }
     }
     (total > MIN_CORPUS_BYTES).then_some(total)
 }

@@ -66,7 +66,7 @@ fn stats<T: Element>(config: &ReaderConfig) -> Result<(), Failure> {
     }
 
     let mut lines = vec![
-        format!("files: {}", index.files.len()),
+        format!("files: {}", index.data_file_count()),
         format!(
             "sequences: {} valid, {} invalid",
             totals.valid, totals.invalid
