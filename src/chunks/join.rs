@@ -215,6 +215,21 @@ impl<T: Element> Joiner<T> {
                 std::mem::swap(to, from);
             }
         }
+        // Exact room: the cache counts the capacity of what it holds.
+        if !all_joined {
+            for (to, from) in out.columns.iter_mut().zip(&primary.sequences.columns) {
+                to.reserve_for(from);
+            }
+        }
+        for jl in &self.joined {
+            for (to, from) in out.columns[jl.inputs.clone()]
+                .iter_mut()
+                .zip(&jl.staged.columns)
+            {
+                to.reserve_for(from);
+            }
+        }
+        out.sequences.reserve_exact(primary.sequences.len());
         let mut joined_invalid = Vec::new();
         for (v, info) in primary.sequences.sequences.iter().enumerate() {
             if let Some(error) = &self.failed[v] {

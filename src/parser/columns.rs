@@ -69,6 +69,16 @@ impl<T: Element> InputColumn<T> {
                 * size_of::<usize>()
     }
 
+    /// Reserves exactly the room to append every sequence of `other` (same input).
+    pub(crate) fn reserve_for(&mut self, other: &InputColumn<T>) {
+        self.values.reserve_exact(other.values.len());
+        self.indices.reserve_exact(other.indices.len());
+        self.sample_offsets
+            .reserve_exact(other.sample_offsets.len());
+        self.sequence_offsets
+            .reserve_exact(other.sequence_offsets.len());
+    }
+
     /// Appends the samples of sequence `seq` of `other` (same input) as one more sequence.
     pub(crate) fn push_sequence_of(&mut self, other: &InputColumn<T>, seq: usize) {
         let samples = other.sequence_offsets[seq]..other.sequence_offsets[seq + 1];
