@@ -2,6 +2,7 @@
 //! README "The `ctf` tool"): output format of `dump`, diagnostics and summary of `validate`,
 //! exit codes, configuration section selection, error policy, streaming and robustness.
 
+#[allow(dead_code)]
 mod cli_support;
 
 use std::collections::BTreeSet;

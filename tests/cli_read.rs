@@ -100,48 +100,17 @@ impl Line {
     }
 }
 
-const KEYS: [&str; 7] = [
-    "mb",
-    "sequences",
-    "samples",
-    "checksum",
-    "sweep_end",
-    "position",
-    "checkpoint",
-];
-
 fn parse_lines(stdout: &str) -> Vec<Line> {
-    json_lines(stdout)
-        .iter()
-        .map(|v| {
-            assert_eq!(v.keys(), KEYS, "{v:?}");
-            let map = |key: &str| -> Vec<(String, String)> {
-                match v.at(key) {
-                    Json::Obj(m) => m.iter().map(|(k, n)| (k.clone(), n.num().into())).collect(),
-                    other => panic!("{key} is not an object: {other:?}"),
-                }
-            };
-            Line {
-                mb: v.at("mb").int(),
-                keys: v.at("sequences").arr().iter().map(Json::int).collect(),
-                samples: map("samples")
-                    .into_iter()
-                    .map(|(k, n)| (k, n.parse().unwrap()))
-                    .collect(),
-                checksum: map("checksum")
-                    .into_iter()
-                    .map(|(k, n)| (k, n.parse().unwrap()))
-                    .collect(),
-                sweep_end: match v.at("sweep_end") {
-                    Json::Bool(b) => *b,
-                    other => panic!("sweep_end is not a bool: {other:?}"),
-                },
-                position: v.at("position").int(),
-                checkpoint: match v.at("checkpoint") {
-                    Json::Str(t) => t.clone(),
-                    other => panic!("checkpoint is not a string: {other:?}"),
-                },
-            }
+    read_lines(stdout)
+        .into_iter()
+        .map(|r| Line {
+            mb: r.mb,
+            keys: r.keys,
+            samples: r.samples.into_iter().collect(),
+            checksum: r.checksum.into_iter().collect(),
+            sweep_end: r.sweep_end,
+            position: r.position,
+            checkpoint: r.checkpoint,
         })
         .collect()
 }

@@ -215,3 +215,63 @@ pub fn significant_digits(text: &str) -> String {
         digits.to_string()
     }
 }
+
+/// One `ctf read --jsonl` line, decoded, with its members in the order written (SPEC §7.5).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadLine {
+    pub mb: u64,
+    pub keys: Vec<u64>,
+    pub samples: Vec<(String, u64)>,
+    pub checksum: Vec<(String, f64)>,
+    pub sweep_end: bool,
+    pub position: u64,
+    pub checkpoint: String,
+}
+
+/// The members of a `--jsonl` line, in order.
+pub const READ_LINE_KEYS: [&str; 7] = [
+    "mb",
+    "sequences",
+    "samples",
+    "checksum",
+    "sweep_end",
+    "position",
+    "checkpoint",
+];
+
+/// Decodes the `--jsonl` lines of `stdout`; each must have exactly the contract's members.
+pub fn read_lines(stdout: &str) -> Vec<ReadLine> {
+    json_lines(stdout)
+        .iter()
+        .map(|v| {
+            assert_eq!(v.keys(), READ_LINE_KEYS, "{v:?}");
+            let members = |key: &str| -> Vec<(String, String)> {
+                match v.at(key) {
+                    Json::Obj(m) => m.iter().map(|(k, n)| (k.clone(), n.num().into())).collect(),
+                    other => panic!("{key} is not an object: {other:?}"),
+                }
+            };
+            ReadLine {
+                mb: v.at("mb").int(),
+                keys: v.at("sequences").arr().iter().map(Json::int).collect(),
+                samples: members("samples")
+                    .into_iter()
+                    .map(|(k, n)| (k, n.parse().unwrap()))
+                    .collect(),
+                checksum: members("checksum")
+                    .into_iter()
+                    .map(|(k, n)| (k, n.parse().unwrap()))
+                    .collect(),
+                sweep_end: match v.at("sweep_end") {
+                    Json::Bool(b) => *b,
+                    other => panic!("sweep_end is not a bool: {other:?}"),
+                },
+                position: v.at("position").int(),
+                checkpoint: match v.at("checkpoint") {
+                    Json::Str(t) => t.clone(),
+                    other => panic!("checkpoint is not a string: {other:?}"),
+                },
+            }
+        })
+        .collect()
+}

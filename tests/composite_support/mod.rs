@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::cli_support::{json_lines, write, Json, Rng};
+use crate::cli_support::{read_lines, write, Json, ReadLine, Rng};
 
 // ---------------------------------------------------------------------------------------------
 // The model
@@ -397,16 +397,7 @@ pub fn json_sample(sample: &Json, sparse: bool) -> Sample {
 pub type Content = (Vec<u64>, Vec<(String, u64)>, Vec<(String, f64)>, bool, u64);
 
 /// One `--jsonl` line, members kept in the order written.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Line {
-    pub mb: u64,
-    pub keys: Vec<u64>,
-    pub samples: Vec<(String, u64)>,
-    pub checksum: Vec<(String, f64)>,
-    pub sweep_end: bool,
-    pub position: u64,
-    pub checkpoint: String,
-}
+pub type Line = ReadLine;
 
 impl Line {
     /// Everything but `mb` and `checkpoint`.
@@ -422,51 +413,7 @@ impl Line {
 }
 
 pub fn parse_lines(stdout: &str) -> Vec<Line> {
-    json_lines(stdout)
-        .iter()
-        .map(|v| {
-            assert_eq!(
-                v.keys(),
-                [
-                    "mb",
-                    "sequences",
-                    "samples",
-                    "checksum",
-                    "sweep_end",
-                    "position",
-                    "checkpoint"
-                ],
-                "{v:?}"
-            );
-            let members = |key: &str| -> Vec<(String, String)> {
-                match v.at(key) {
-                    Json::Obj(m) => m.iter().map(|(k, n)| (k.clone(), n.num().into())).collect(),
-                    other => panic!("{key} is not an object: {other:?}"),
-                }
-            };
-            Line {
-                mb: v.at("mb").int(),
-                keys: v.at("sequences").arr().iter().map(Json::int).collect(),
-                samples: members("samples")
-                    .into_iter()
-                    .map(|(k, n)| (k, n.parse().unwrap()))
-                    .collect(),
-                checksum: members("checksum")
-                    .into_iter()
-                    .map(|(k, n)| (k, n.parse().unwrap()))
-                    .collect(),
-                sweep_end: match v.at("sweep_end") {
-                    Json::Bool(b) => *b,
-                    other => panic!("sweep_end is not a bool: {other:?}"),
-                },
-                position: v.at("position").int(),
-                checkpoint: match v.at("checkpoint") {
-                    Json::Str(t) => t.clone(),
-                    other => panic!("checkpoint is not a string: {other:?}"),
-                },
-            }
-        })
-        .collect()
+    read_lines(stdout)
 }
 
 pub fn all_keys(lines: &[Line]) -> Vec<u64> {
