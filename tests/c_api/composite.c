@@ -27,32 +27,7 @@
 
 #include "ctf_reader.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (cond) {                                                                   \
-            passed++;                                                                 \
-        } else {                                                                      \
-            failed++;                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                             \
-    } while (0)
-
-#define EXPECT(call, want)                                                                       \
-    do {                                                                                         \
-        ctf_status got_ = (call);                                                                \
-        if (got_ == (want)) {                                                                    \
-            passed++;                                                                            \
-        } else {                                                                                 \
-            failed++;                                                                            \
-            fprintf(stderr, "%s:%d: %s gave '%s', expected '%s' (last error: %s)\n", __FILE__, \
-                    __LINE__, #call, ctf_status_str(got_), ctf_status_str(want),                 \
-                    ctf_last_error_message());                                                   \
-        }                                                                                        \
-    } while (0)
-
-#define OK(call) EXPECT(call, CTF_STATUS_OK)
+#include "check.h"
 
 /* The whole of a small text file, NUL-terminated (caller frees), or NULL. */
 static char *slurp(const char *path) {
