@@ -20,7 +20,7 @@ use crate::diag::{Diagnostic, JoinedPosition, Severity};
 use crate::index::{CorpusIndex, JoinedIndex, NO_MATCH};
 use crate::parser::{Element, InvalidSequence, ParsedSequences, SequenceInfo};
 
-/// [`JoinedSequences::slots`] value of a primary sequence with nothing staged.
+/// [`JoinedLoader::slots`] value of a primary sequence with nothing staged.
 const NO_SLOT: u32 = u32::MAX;
 
 /// One joined deserializer's loader and the sequences it staged for the current part.

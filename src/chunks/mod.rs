@@ -9,7 +9,7 @@
 //! under the reader cannot raise SIGBUS.
 //!
 //! For a composite reader, each part of the primary deserializer is joined with the
-//! sequences of the same keys in the other deserializers as it is loaded ([`join`]), so the
+//! sequences of the same keys in the other deserializers as it is loaded (module `join`), so the
 //! rest of the pipeline sees one corpus with every input.
 
 mod join;

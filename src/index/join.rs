@@ -6,7 +6,7 @@
 //! (skipped when they already increase, as ids and line numbers usually do) and each primary
 //! key is looked up, with a fast path for primary keys that follow the joined file's order.
 //! The result is 4 bytes per primary sequence per joined deserializer; the sorted keys are
-//! freed before returning. With `cacheIndex`, the result is saved ([`super::join_cache`]). The primary index's sample counts become those of the joined
+//! freed before returning. With `cacheIndex`, the result is saved (module `join_cache`). The primary index's sample counts become those of the joined
 //! sequences, which is what the timeline plans minibatches with.
 
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! [`ErrorPolicy::ReportAll`] every error is reported and none stops the read. The
 //! `maxErrors` policy itself is an [`ErrorBudget`], so readers that go chunk by chunk through
 //! the index apply exactly the same rule. A composite reader's sequences, joined by key, are
-//! read that way: through the index, chunk by chunk of the first deserializer ([`indexed`]).
+//! read that way: through the index, chunk by chunk of the first deserializer (module `indexed`).
 
 mod indexed;
 
