@@ -451,3 +451,85 @@ fn the_reference_engine_skips_nothing_after_a_read_error() {
     }
     assert_eq!(got, expected, "data lost or repeated");
 }
+
+/// A composite reader whose joined file (keys in reverse order, so each sequence is its own
+/// read) fails or changes mid-read: the error names the joined file and reaches the consumer
+/// after exactly the undisturbed data; once reads succeed again, a restore loses and repeats
+/// nothing.
+#[test]
+fn a_joined_file_that_fails_or_changes_is_reported_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let primary = write_corpus(dir.path(), "primary.ctf", 300);
+    let joined = dir.path().join("joined.ctf");
+    let text: String = (0..300u64)
+        .rev()
+        .map(|id| format!("{id} |z {}.5\n", id * 3))
+        .collect();
+    std::fs::write(&joined, text).unwrap();
+    let cfg = ReaderConfig::builder()
+        .file(&primary)
+        .input(InputConfig::dense("x", 2))
+        .input(InputConfig::sparse("y", 5))
+        .chunk_size_in_bytes(400)
+        .randomization_window(3)
+        .trace_level(0)
+        .then_deserializer()
+        .file(joined.to_string_lossy())
+        .input(InputConfig::dense("z", 1))
+        .build()
+        .unwrap();
+    let expected = undisturbed(&cfg, sweeps(2), 16);
+
+    // A read error in the joined file, then recovery by restore.
+    set_read_fault(
+        &joined,
+        Some(Arc::new(|offset, len| {
+            if offset <= 2000 && 2000 < offset + len as u64 {
+                Err(io::Error::other("injected: joined file unreachable"))
+            } else {
+                Ok(())
+            }
+        })),
+    );
+    let mut s = source(&cfg, sweeps(2), 2);
+    let (mut got, error) = until_error(&mut s, 16);
+    let message = error
+        .expect("the read error reaches the consumer")
+        .to_string();
+    assert!(
+        message.contains("joined.ctf") && message.contains("injected: joined file unreachable"),
+        "{message}"
+    );
+    assert_eq!(got[..], expected[..got.len()]);
+    set_read_fault(&joined, None);
+    s.restore(&s.checkpoint()).unwrap();
+    let (rest, error) = until_error(&mut s, 16);
+    assert!(error.is_none(), "{error:?}");
+    got.extend(rest);
+    assert_eq!(got, expected, "data lost or repeated");
+
+    // The joined file rewritten in place (same size, other values) after the first
+    // minibatch.
+    let cfg_changed = cfg.clone();
+    let path = joined.clone();
+    let (got, error) = within(60, "joined file rewritten", move || {
+        let mut s = source(&cfg_changed, sweeps(2), 2);
+        let first = s.next_minibatch(16).unwrap().unwrap().into_inner();
+        let mut text = std::fs::read(&path).unwrap();
+        let at = text.len() - 4;
+        text.swap(at, at - 1);
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&path, text).unwrap();
+        let (mut rest, error) = until_error(&mut s, 16);
+        rest.insert(0, first);
+        (rest, error)
+    });
+    let message = error.expect("the change went unnoticed").to_string();
+    assert!(
+        message.contains("joined.ctf")
+            && message.contains("data file changed since it was indexed"),
+        "{message}"
+    );
+    assert!(got.len() < expected.len());
+    assert_eq!(got[..], expected[..got.len()]);
+}
