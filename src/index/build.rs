@@ -18,10 +18,8 @@ use crate::index::cache::{
 };
 use crate::index::chunking::{FileChunker, IndexLimits};
 use crate::index::files::{content_hash, expand_file_patterns, DataFile, FileStamp};
-use crate::index::join::{join_sample_counts, joined_index, match_keys};
-use crate::index::join_cache::{
-    identity, join_cache_path, read_join_cache, write_join_cache, Side,
-};
+use crate::index::join::{join_sample_counts, joined_index};
+use crate::index::join_cache::{cached_match, Side};
 use crate::index::repeats::find_repeats;
 use crate::index::scan::{FileSummary, ScannedSequence};
 use crate::index::segments::SplitScan;
@@ -163,65 +161,22 @@ pub fn build_index(
         opened.sources.extend(other.sources);
         opened.caches_written += other.caches_written;
         opened.joined_cache_writers.extend(other.cache_writer);
-        let primary_side = Side {
-            index: &primary,
-            fingerprint: &IndexFingerprint::of(&config.deserializer_config(0)),
-        };
-        let joined_side = Side {
-            index: &other.index,
-            fingerprint: &IndexFingerprint::of(&own),
-        };
-        let cache = match own_options.cache {
-            CacheMode::Off => None,
-            mode => join_cache_path(&primary_side, &joined_side).map(|path| {
-                let identity = identity(&primary_side, &joined_side);
-                (mode, path, identity)
-            }),
-        };
-        let cached = match &cache {
-            Some((CacheMode::Use, path, identity)) => read_join_cache(
-                path,
-                *identity,
-                primary.sequences.len(),
-                other.index.sequences.len(),
-            ),
-            _ => None,
-        };
-        opened.join_sources.push(match cached {
-            Some(_) => IndexSource::Cache,
-            None => IndexSource::Scanned,
-        });
-        let matches = match cached {
-            Some(matches) => matches,
-            None => {
-                let matches = match_keys(&primary, &other.index);
-                if let Some((mode, path, identity)) = cache {
-                    let joined_count = other.index.sequences.len();
-                    let on_warning = Arc::clone(&options.on_warning);
-                    let to_write = matches.clone();
-                    let write = move || {
-                        if let Err(error) =
-                            write_join_cache(&path, identity, joined_count, &to_write)
-                        {
-                            on_warning(&IndexWarning {
-                                file: path.display().to_string(),
-                                message: format!("cannot write the join cache: {error}"),
-                            });
-                            return false;
-                        }
-                        true
-                    };
-                    if mode == CacheMode::Rebuild {
-                        opened.caches_written += usize::from(write());
-                    } else {
-                        opened.joined_cache_writers.push(CacheWriter::run(move || {
-                            write();
-                        }));
-                    }
-                }
-                matches
-            }
-        };
+        let found = cached_match(
+            &Side {
+                index: &primary,
+                fingerprint: &IndexFingerprint::of(&config.deserializer_config(0)),
+            },
+            &Side {
+                index: &other.index,
+                fingerprint: &IndexFingerprint::of(&own),
+            },
+            own_options.cache,
+            &options.on_warning,
+        );
+        opened.join_sources.push(found.source);
+        opened.caches_written += found.written;
+        opened.joined_cache_writers.extend(found.writer);
+        let matches = found.matches;
         let joined = joined_index(
             other.index,
             matches,

@@ -30,12 +30,85 @@ use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
-use crate::index::cache::{temp_path, IndexFingerprint};
-use crate::index::{CorpusIndex, NO_MATCH};
+use crate::index::build::{CacheMode, IndexSource};
+use crate::index::cache::{temp_path, CacheWriter, IndexFingerprint};
+use crate::index::join::match_keys;
+use crate::index::{CorpusIndex, IndexWarning, WarningSink, NO_MATCH};
 
 const MAGIC: &[u8; 8] = b"CTFJOIN\0";
 const VERSION: u32 = 1;
 const HEADER: usize = 40;
+
+/// A joined deserializer's match with the primary (see [`cached_match`]).
+pub(crate) struct CachedMatch {
+    /// Per primary sequence, the joined ordinal or [`NO_MATCH`].
+    pub matches: Vec<u32>,
+    /// Whether it was made ([`IndexSource::Scanned`]) or read from the join cache.
+    pub source: IndexSource,
+    /// Join caches written before returning (0 or 1).
+    pub written: usize,
+    /// The background writer of the join cache.
+    pub writer: Option<CacheWriter>,
+}
+
+/// The match of `joined`'s keys with `primary`'s: with [`CacheMode::Use`], read from a valid
+/// join cache, or made and then written in the background; with [`CacheMode::Rebuild`], made
+/// and written before returning; with [`CacheMode::Off`], made. A cache that cannot be
+/// written is a warning.
+pub(crate) fn cached_match(
+    primary: &Side<'_>,
+    joined: &Side<'_>,
+    mode: CacheMode,
+    on_warning: &WarningSink,
+) -> CachedMatch {
+    let path = match mode {
+        CacheMode::Off => None,
+        _ => join_cache_path(primary, joined),
+    };
+    let made = |matches| CachedMatch {
+        matches,
+        source: IndexSource::Scanned,
+        written: 0,
+        writer: None,
+    };
+    let Some(path) = path else {
+        return made(match_keys(primary.index, joined.index));
+    };
+    let identity = identity(primary, joined);
+    let (primary_count, joined_count) =
+        (primary.index.sequences.len(), joined.index.sequences.len());
+    if mode == CacheMode::Use {
+        if let Some(matches) = read_join_cache(&path, identity, primary_count, joined_count) {
+            return CachedMatch {
+                matches,
+                source: IndexSource::Cache,
+                written: 0,
+                writer: None,
+            };
+        }
+    }
+    let mut found = made(match_keys(primary.index, joined.index));
+    let to_write = found.matches.clone();
+    let on_warning = std::sync::Arc::clone(on_warning);
+    let write = move || match write_join_cache(&path, identity, joined_count, &to_write) {
+        Ok(()) => 1,
+        Err(error) => {
+            on_warning(&IndexWarning {
+                file: path.display().to_string(),
+                message: format!("cannot write the join cache: {error}"),
+            });
+            0
+        }
+    };
+    if mode == CacheMode::Rebuild {
+        found.written = write();
+    } else {
+        found.writer = Some(CacheWriter::run(move || {
+            write();
+        }));
+    }
+    found
+}
 
 /// One deserializer as the join cache identifies it: its index and indexing options.
 pub(crate) struct Side<'a> {
