@@ -511,7 +511,8 @@ fn the_first_minibatch_reads_at_most_4_mib_itself() {
 
 /// Writes the same corpus twice: as one id-mode file `merged.ctf` holding inputs `x`, `y`
 /// and `z`, and as three files holding one input each, `y`'s sequences in another order and
-/// `z`'s in reverse. Every line of the merged file holds at least one input, so each merged
+/// `z`'s in the same order (so a joined file is read both ways: sequence by sequence, and in
+/// one run). Every line of the merged file holds at least one input, so each merged
 /// sequence has as many lines as its longest input, which is what a joined sequence counts.
 fn write_split_corpus(dir: &Path, sequences: u64) -> [String; 4] {
     let (mut merged, mut xs) = (String::new(), String::new());
@@ -539,10 +540,10 @@ fn write_split_corpus(dir: &Path, sequences: u64) -> [String; 4] {
             merged.push('\n');
         }
     }
-    // y: a permutation (37 is coprime with the counts used); z: reversed.
+    // y: a permutation (37 is coprime with the counts used); z: the same order.
     let n = sequences as usize;
     let y_text: String = (0..n).map(|i| ys[(i * 37) % n].as_str()).collect();
-    let z_text: String = zs.iter().rev().map(String::as_str).collect();
+    let z_text: String = zs.concat();
     let mut paths = Vec::new();
     for (name, text) in [("merged", merged), ("x", xs), ("y", y_text), ("z", z_text)] {
         let path = dir.join(format!("{name}.ctf"));
@@ -552,7 +553,7 @@ fn write_split_corpus(dir: &Path, sequences: u64) -> [String; 4] {
     paths.try_into().unwrap()
 }
 
-/// A composite reader of three deserializers (keys in three orders) gives the minibatches of
+/// A composite reader of three deserializers (keys in two orders) gives the minibatches of
 /// the one file holding every input: randomized with one sequence per chunk in both (so
 /// their timelines match), or in file order with parts of many sequences, with `definesMBSize` in the first or a joined deserializer, in
 /// the reference engine and the threaded one at several thread counts and prefetch depths,

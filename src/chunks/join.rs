@@ -42,9 +42,16 @@ pub(super) struct Joiner<T> {
     joined: Vec<JoinedLoader<T>>,
     /// The primary part as parsed (primary inputs only).
     pub(super) primary: ParsedChunk<T>,
-    /// Per valid primary sequence of the part: its first error from a join, if it failed.
+    /// What the joins of the current part found.
+    outcome: PartOutcome,
+}
+
+/// What joining one primary part found, per valid primary sequence of the part.
+#[derive(Default)]
+struct PartOutcome {
+    /// Its first error from a join, if it failed.
     failed: Vec<Option<Diagnostic>>,
-    /// Per valid primary sequence of the part: the most counted lines of its deserializers.
+    /// The most counted lines of its deserializers.
     counted: Vec<u32>,
     /// The diagnostics of the joined sequences, filed under their primary sequence's line.
     found: Vec<Diagnostic>,
@@ -72,9 +79,7 @@ impl<T: Element> Joiner<T> {
         Joiner {
             joined,
             primary: ParsedChunk::new(&config.inputs[config.deserializer_inputs(0)]),
-            failed: Vec::new(),
-            counted: Vec::new(),
-            found: Vec::new(),
+            outcome: PartOutcome::default(),
         }
     }
 
@@ -96,18 +101,15 @@ impl<T: Element> Joiner<T> {
         into: &mut ParsedChunk<T>,
     ) -> Result<(), LoadError> {
         let ordinals = self.primary_ordinals(index, chunk, part.clone())?;
-        let valid = ordinals.len();
-        self.failed.clear();
-        self.failed.resize(valid, None);
-        self.counted.clear();
-        self.counted.extend(
-            self.primary
-                .sequences
-                .sequences
-                .iter()
-                .map(|s| s.counted_lines),
-        );
-        self.found.clear();
+        let outcome = &mut self.outcome;
+        outcome.failed.clear();
+        outcome.failed.resize(ordinals.len(), None);
+        outcome.counted.clear();
+        let primary = &self.primary.sequences.sequences;
+        outcome
+            .counted
+            .extend(primary.iter().map(|s| s.counted_lines));
+        outcome.found.clear();
         for (j, joined_index) in index.joined.iter().enumerate() {
             self.stage(j, joined_index, &ordinals)?;
         }
@@ -161,10 +163,11 @@ impl<T: Element> Joiner<T> {
         jl.slots.clear();
         jl.slots.resize(ordinals.len(), NO_SLOT);
         let primary = &self.primary.sequences.sequences;
+        let outcome = &mut self.outcome;
         // (joined ordinal, primary sequence), by joined ordinal.
         let mut wanted: Vec<(u32, u32)> = Vec::with_capacity(ordinals.len());
         for (v, &ordinal) in ordinals.iter().enumerate() {
-            if self.failed[v].is_some() {
+            if outcome.failed[v].is_some() {
                 continue;
             }
             match joined_index.matches[ordinal as usize] {
@@ -176,8 +179,8 @@ impl<T: Element> Joiner<T> {
                         1,
                         format!("no sequence with key {} in {}", info.key, joined_index.name),
                     );
-                    self.found.push(error.clone());
-                    self.failed[v] = Some(error);
+                    outcome.found.push(error.clone());
+                    outcome.failed[v] = Some(error);
                 }
                 m => wanted.push((m, v as u32)),
             }
@@ -187,15 +190,7 @@ impl<T: Element> Joiner<T> {
         }
         // One check of the joined files for all the runs, before their data is used.
         jl.loader.defer_checks();
-        let read = read_runs(
-            jl,
-            &joined_index.index,
-            &wanted,
-            primary,
-            &mut self.failed,
-            &mut self.counted,
-            &mut self.found,
-        );
+        let read = read_runs(jl, &joined_index.index, &wanted, primary, outcome);
         let checked = jl.loader.check_deferred();
         read.and(checked)
     }
@@ -207,32 +202,43 @@ impl<T: Element> Joiner<T> {
         let primary = &mut self.primary;
         let out = &mut into.sequences;
         out.truncate(0);
+        let outcome = &mut self.outcome;
         let primary_inputs = primary.sequences.columns.len();
-        let all_joined = self.failed.iter().all(Option::is_none);
+        let all_joined = outcome.failed.iter().all(Option::is_none);
+        // Columns that every sequence of the part fills in order move over whole; the others
+        // get exactly the room they need (the cache counts capacity) and are copied.
         if all_joined {
-            // Every sequence stays: the primary columns move over whole.
             for (to, from) in out.columns.iter_mut().zip(&mut primary.sequences.columns) {
                 std::mem::swap(to, from);
             }
-        }
-        // Exact room: the cache counts the capacity of what it holds.
-        if !all_joined {
+        } else {
             for (to, from) in out.columns.iter_mut().zip(&primary.sequences.columns) {
                 to.reserve_for(from);
             }
         }
-        for jl in &self.joined {
-            for (to, from) in out.columns[jl.inputs.clone()]
-                .iter_mut()
-                .zip(&jl.staged.columns)
-            {
-                to.reserve_for(from);
-            }
-        }
+        let moved: Vec<bool> = self
+            .joined
+            .iter_mut()
+            .map(|jl| {
+                let in_order = all_joined
+                    && jl.staged.len() == jl.slots.len()
+                    && (0..jl.slots.len()).all(|v| jl.slots[v] as usize == v);
+                for (to, from) in out.columns[jl.inputs.clone()]
+                    .iter_mut()
+                    .zip(&mut jl.staged.columns)
+                {
+                    match in_order {
+                        true => std::mem::swap(to, from),
+                        false => to.reserve_for(from),
+                    }
+                }
+                in_order
+            })
+            .collect();
         out.sequences.reserve_exact(primary.sequences.len());
         let mut joined_invalid = Vec::new();
         for (v, info) in primary.sequences.sequences.iter().enumerate() {
-            if let Some(error) = &self.failed[v] {
+            if let Some(error) = &outcome.failed[v] {
                 joined_invalid.push(InvalidSequence {
                     key: info.key,
                     line: info.line,
@@ -249,7 +255,7 @@ impl<T: Element> Joiner<T> {
                     to.push_sequence_of(from, v);
                 }
             }
-            for jl in &self.joined {
+            for (jl, _) in self.joined.iter().zip(&moved).filter(|(_, moved)| !**moved) {
                 let slot = jl.slots[v] as usize;
                 for (to, from) in out.columns[jl.inputs.clone()]
                     .iter_mut()
@@ -259,7 +265,7 @@ impl<T: Element> Joiner<T> {
                 }
             }
             out.sequences.push(SequenceInfo {
-                counted_lines: self.counted[v],
+                counted_lines: outcome.counted[v],
                 ..*info
             });
         }
@@ -274,8 +280,8 @@ impl<T: Element> Joiner<T> {
         }
         into.invalid = invalid;
         let mut diagnostics = std::mem::take(&mut primary.diagnostics);
-        if !self.found.is_empty() {
-            diagnostics.append(&mut self.found);
+        if !outcome.found.is_empty() {
+            diagnostics.append(&mut outcome.found);
             diagnostics.sort_by_key(|d| d.line);
         }
         into.diagnostics = diagnostics;
@@ -285,17 +291,21 @@ impl<T: Element> Joiner<T> {
 /// Reads the `wanted` sequences of a joined deserializer (index `jindex`), as (joined ordinal,
 /// primary sequence) sorted by ordinal, in runs of consecutive sequences within a chunk, and
 /// stages each for its primary sequence (of `primary`); an invalid or empty one fails it.
-/// Their diagnostics go to `found`, filed under their primary sequence's line.
-#[allow(clippy::too_many_arguments)]
+/// Their diagnostics go to the outcome, filed under their primary sequence's line. A single
+/// run whose sequences are all valid (files in the same order) is staged as parsed, without
+/// a copy.
 fn read_runs<T: Element>(
     jl: &mut JoinedLoader<T>,
     jindex: &CorpusIndex,
     wanted: &[(u32, u32)],
     primary: &[SequenceInfo],
-    failed: &mut [Option<Diagnostic>],
-    counted: &mut [u32],
-    found: &mut Vec<Diagnostic>,
+    outcome: &mut PartOutcome,
 ) -> Result<(), LoadError> {
+    let PartOutcome {
+        failed,
+        counted,
+        found,
+    } = outcome;
     let mut start = 0;
     while start < wanted.len() {
         let first = wanted[start].0;
@@ -311,6 +321,15 @@ fn read_runs<T: Element>(
         let run = &wanted[start..end];
         let within = first - c.sequences.start..run[run.len() - 1].0 - c.sequences.start + 1;
         jl.loader.load_part(chunk, within, &mut jl.run)?;
+        // The loader checked the run against the index: as many valid sequences as the run
+        // has, and no invalid one, means each is the run's sequence of the same rank.
+        let whole = start == 0
+            && end == wanted.len()
+            && jl.run.invalid.is_empty()
+            && jl.run.sequences.len() == run.len();
+        if whole {
+            std::mem::swap(&mut jl.staged, &mut jl.run.sequences);
+        }
         let file = &jindex.files[c.file as usize].name;
         let (mut valid, mut invalid, mut diag) = (0, 0, 0);
         for (k, &(m, v)) in run.iter().enumerate() {
@@ -333,6 +352,11 @@ fn read_runs<T: Element>(
             while diag < jl.run.diagnostics.len() && jl.run.diagnostics[diag].line < next_line {
                 found.push(relocate(&jl.run.diagnostics[diag]));
                 diag += 1;
+            }
+            if whole {
+                jl.slots[v] = k as u32;
+                counted[v] = counted[v].max(jl.staged.sequences[k].counted_lines);
+                continue;
             }
             let parsed = &jl.run.sequences;
             if parsed.sequences.get(valid).is_some_and(|s| s.line == line) {

@@ -243,8 +243,7 @@ impl<T: Element> ChunkLoader<T> {
             Some(file) => file,
             slot => slot.insert(File::open(&indexed.path).map_err(io_error)?),
         };
-        let deferred = self.deferred_checks.is_some();
-        if !deferred {
+        if self.deferred_checks.is_none() {
             check_file(file, indexed)?;
         }
         self.buffer.resize((to - from) as usize, 0);
