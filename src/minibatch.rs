@@ -312,6 +312,23 @@ impl<T: Element> StreamData<T> {
     }
 }
 
+/// How many cache lines of each span [`touch_lines`] reads ahead of the copy.
+const TOUCHED_LINES: usize = 16;
+
+/// Reads one element per 64-byte cache line of `buffer[range]` (at most [`TOUCHED_LINES`]
+/// lines; a range out of bounds is left alone), so that the lines are on their way to the
+/// cache before they are copied.
+#[inline]
+fn touch_lines<E: Copy>(buffer: &[E], range: &Range<usize>) {
+    let Some(span) = buffer.get(range.clone()) else {
+        return;
+    };
+    let step = (64 / std::mem::size_of::<E>().max(1)).max(1);
+    for &element in span.iter().step_by(step).take(TOUCHED_LINES) {
+        std::hint::black_box(element);
+    }
+}
+
 /// Finds sequence `seq` in `col`, checking every offset it reads against the buffers.
 fn locate<T>(input: usize, col: &InputColumn<T>, seq: usize) -> Result<Span, PackError> {
     let samples = samples_of(input, col, seq)?;
@@ -544,20 +561,17 @@ impl<T: Element> Minibatch<T> {
                 span.values = values_of(input, col, &span.samples)?;
             }
         }
-        // Touch the first values (and row indices) of every span, so that their cache misses
-        // are in flight together rather than one copy at a time.
+        // Touch the cache lines of every span's values (and row indices), up to
+        // TOUCHED_LINES of each, so that their cache misses are in flight together rather
+        // than met one copy at a time; the hardware prefetcher follows longer spans.
         for (k, &(from, _)) in items.iter().enumerate() {
             for (col, span) in from
                 .columns
                 .iter()
                 .zip(&spans[k * inputs..(k + 1) * inputs])
             {
-                if let Some(&value) = col.values.get(span.values.start) {
-                    std::hint::black_box(value);
-                }
-                if let Some(&index) = col.indices.get(span.values.start) {
-                    std::hint::black_box(index);
-                }
+                touch_lines(&col.values, &span.values);
+                touch_lines(&col.indices, &span.values);
             }
         }
         // Pass 2: sparse offsets in order, and the stored values within bounds, counted as
