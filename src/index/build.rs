@@ -2,8 +2,8 @@
 //! index cache or scan the file, and group its sequences into chunks; finally find repeated
 //! ids across the corpus and start writing the caches that were missing or stale.
 //!
-//! The scan reads each file in parts with positional reads, on several threads for files of
-//! short lines (see `segments`); no mmap: a file truncated while it is scanned gives a short
+//! The scan reads each file in parts with positional reads, on several threads for files
+//! larger than one round of parts (see `segments`); no mmap: a file truncated while it is scanned gives a short
 //! read, not SIGBUS, and scanned pages do not count against the process's memory. Memory is
 //! one part per thread plus 24 bytes per sequence.
 

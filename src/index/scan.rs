@@ -420,12 +420,6 @@ impl Scanner {
         self.mode
     }
 
-    /// Whether the lines seen so far are short, so that the scan costs more per byte than
-    /// reading does (true until lines are seen).
-    pub(crate) fn lines_are_short(&self) -> bool {
-        self.mean_line_len < SHORT_LINE
-    }
-
     /// Per configured input, the lines holding it so far.
     pub(crate) fn input_lines(&self) -> &[u64] {
         &self.input_lines
