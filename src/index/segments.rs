@@ -1,20 +1,21 @@
 //! Scanning a file on several threads at once.
 //!
-//! The scan is the indexer's only real work, and on short lines one thread of it runs below
-//! the speed of the page cache. The file is therefore read in rounds of one part per thread:
-//! the file's own [`Scanner`] reads and scans the first part, continuing from the previous
-//! round, while each helper thread reads the next part itself (a positional read, so the
-//! copying out of the page cache is shared too) and scans the lines that start and end in
-//! it ([`Scanner::scan_segment`]). The results are then joined in file order: the line cut
-//! at each seam between parts is fed to the file's scanner, the helper's sequences follow
-//! with line numbers (and line-mode keys) shifted by the lines before them, the lines before
-//! a part's first id join the run open before it, and a run that continues across a seam
-//! (the same id on both sides) becomes one. The index is the same whatever the number of
-//! threads or the part size; the tests compare them.
+//! The scan is the indexer's only real work, and one thread of it runs below the speed of
+//! the page cache: on short lines because of the work per line, on long ones because of the
+//! copy out of the page cache (a sparse file of 400-byte lines scans in about 60% of the time
+//! on two threads). The file is therefore read in rounds of one part per thread: each helper
+//! thread reads its part itself (a positional read, so the copying out of the page cache is
+//! shared too) and scans the lines that start and end in it ([`Scanner::scan_segment`]). The
+//! file's own [`Scanner`] then joins the parts in file order: the line cut at each seam
+//! between parts is fed to it, the helper's sequences follow with line numbers (and
+//! line-mode keys) shifted by the lines before them, the lines before a part's first id join
+//! the run open before it, and a run that continues across a seam (the same id on both
+//! sides) becomes one. The index is the same whatever the number of threads or the part
+//! size; the tests compare them.
 //!
-//! Files of long lines are split too: their scan is cheap per byte, but the copy out of the
-//! page cache and the work per line are not, and a second thread halves them (a sparse file
-//! of 400-byte lines scans in about 60% of the time on two threads).
+//! The helpers work a round ahead: the next round's parts are handed out before this
+//! round's are joined, so that the joining, and what the caller does with the sequences,
+//! overlap the scanning instead of leaving the helpers idle.
 
 use crate::sync::channel::{bounded, Receiver, Sender};
 use crate::sync::thread::{self, JoinHandle};
@@ -42,6 +43,15 @@ struct Job {
     key_base: u64,
     /// An emptied list of sequences to fill (its memory reused).
     sequences: Vec<ScannedSequence>,
+}
+
+/// What every part of a file's split rounds shares.
+struct SplitPart<'a> {
+    file: &'a Arc<File>,
+    /// The file's size as stat said (no round is handed out ahead past it).
+    size: u64,
+    mode: KeyMode,
+    key_base: u64,
 }
 
 /// The lines a helper scanned: those starting and ending within its part.
@@ -77,10 +87,11 @@ struct Helper {
 
 impl Helper {
     fn spawn(mut scanner: Scanner) -> io::Result<Helper> {
-        // One job is in flight per helper and round, and its result is received before the
-        // next round's job is sent: capacity 1 never blocks either side.
-        let (jobs, job_queue) = bounded::<Job>(1);
-        let (done_queue, done) = bounded(1);
+        // At most two jobs are out per helper (this round's and the next one's), and a
+        // round's results are received before the round after the next is handed out:
+        // capacity 2 never blocks either side.
+        let (jobs, job_queue) = bounded::<Job>(2);
+        let (done_queue, done) = bounded(2);
         let thread = thread::Builder::new()
             .name("ctf-index-scan".to_string())
             .spawn(move || {
@@ -171,6 +182,8 @@ pub(crate) struct SplitScan {
     part_size: usize,
     buffer: Vec<u8>,
     helpers: Vec<Helper>,
+    /// The offset of the round whose parts the helpers were given ahead of its turn.
+    ahead: Option<u64>,
     /// Emptied sequence lists to hand to the helpers.
     spare: Vec<Vec<ScannedSequence>>,
 }
@@ -209,6 +222,7 @@ impl SplitScan {
             part_size: part_size.max(1),
             buffer: Vec::new(),
             helpers: Vec::new(),
+            ahead: None,
             spare: Vec::new(),
         }
     }
@@ -218,6 +232,22 @@ impl SplitScan {
     /// `key_base`. After each round `after_round` is given the sequences completed so far,
     /// in file order, to take, and the bytes the round read.
     pub(crate) fn scan_file(
+        &mut self,
+        file: &File,
+        size: u64,
+        key_base: u64,
+        name: &str,
+        after_round: &mut AfterRound<'_>,
+    ) -> Result<FileSummary, IndexError> {
+        let summary = self.scan_rounds(file, size, key_base, name, after_round);
+        // A round handed out ahead of an error or of the end is received, so that no helper
+        // is left mid-job and its result is not taken for the next file's.
+        self.drop_ahead();
+        summary
+    }
+
+    /// [`scan_file`](Self::scan_file), which may leave a round handed out ahead.
+    fn scan_rounds(
         &mut self,
         file: &File,
         size: u64,
@@ -246,7 +276,15 @@ impl SplitScan {
                 }
             }
             let read = match split {
-                Some((shared, mode)) => self.split_round(&shared, offset, mode, key_base, name)?,
+                Some((shared, mode)) => {
+                    let part = SplitPart {
+                        file: &shared,
+                        size,
+                        mode,
+                        key_base,
+                    };
+                    self.split_round(&part, offset, name)?
+                }
                 None => {
                     let len = if self.main.known_mode().is_none() {
                         FIRST_READ.min(round)
@@ -275,7 +313,7 @@ impl SplitScan {
 
     /// Starts the helper threads, once per build (they are kept for the next files).
     fn start_helpers(&mut self) {
-        while self.helpers.len() + 1 < self.threads {
+        while self.helpers.len() < self.threads {
             let scanner = Scanner::new(&self.inputs, self.skip_sequence_ids);
             match Helper::spawn(scanner) {
                 Ok(helper) => self.helpers.push(helper),
@@ -284,42 +322,66 @@ impl SplitScan {
         }
     }
 
-    /// One round of reading and scanning on every thread, from `offset`; returns the bytes
-    /// read (fewer than a round's at the end of the file).
-    fn split_round(
-        &mut self,
-        file: &Arc<File>,
-        offset: u64,
-        mode: KeyMode,
-        key_base: u64,
-        name: &str,
-    ) -> Result<u64, IndexError> {
+    /// Hands each helper its part of the round at `offset`.
+    fn hand_out(&mut self, split: &SplitPart<'_>, offset: u64) {
         let part = self.part_size;
         for (k, helper) in self.helpers.iter().enumerate() {
             let job = Job {
-                file: Arc::clone(file),
-                offset: offset + ((k + 1) * part) as u64,
+                file: Arc::clone(split.file),
+                offset: offset + (k * part) as u64,
                 len: part,
-                mode,
-                key_base,
+                mode: split.mode,
+                key_base: split.key_base,
                 sequences: self.spare.pop().unwrap_or_default(),
             };
             if let Some(jobs) = &helper.jobs {
-                // A helper that stopped shows as a missing result below.
+                // A helper that stopped shows as a missing result when the round is joined.
                 let _ = jobs.send(job);
             }
         }
-        self.buffer.resize(part, 0);
-        let main_read = read_at_most(file, &mut self.buffer, offset);
-        let main_fed = match &main_read {
-            Ok(n) => self.main.feed(&self.buffer[..*n]),
-            Err(_) => Ok(()),
-        };
+    }
+
+    /// Receives and discards the results of a round handed out ahead, if any.
+    fn drop_ahead(&mut self) {
+        if self.ahead.take().is_none() {
+            return;
+        }
+        let done: Vec<Done> = self
+            .helpers
+            .iter()
+            .filter_map(|h| h.done.recv().ok())
+            .collect();
+        for part_done in done {
+            self.recycle(part_done.lines, part_done.spare);
+        }
+    }
+
+    /// One round of reading and scanning on every helper, from `offset`, joined by the
+    /// file's scanner; returns the bytes read (fewer than a round's at the end of the file).
+    /// The next round is handed out before this one is joined, unless the file (as stat
+    /// said) ends within this one.
+    fn split_round(
+        &mut self,
+        split: &SplitPart<'_>,
+        offset: u64,
+        name: &str,
+    ) -> Result<u64, IndexError> {
+        let part = self.part_size;
+        let round = (part * self.helpers.len()) as u64;
+        if self.ahead != Some(offset) {
+            self.drop_ahead();
+            self.hand_out(split, offset);
+        }
+        self.ahead = None;
+        let next = offset + round;
+        if next < split.size {
+            self.hand_out(split, next);
+            self.ahead = Some(next);
+        }
         // Every result is received, even after an error, so no helper is left mid-job.
         let done: Vec<Option<Done>> = self.helpers.iter().map(|h| h.done.recv().ok()).collect();
-        let mut read = main_read.map_err(|e| io_error(name, e))? as u64;
-        main_fed.map_err(|e| data_error(name, e))?;
-        let mut at_end = read < part as u64;
+        let mut read = 0;
+        let mut at_end = false;
         for part_done in done {
             let Some(part_done) = part_done else {
                 return Err(io_error(
@@ -340,7 +402,9 @@ impl SplitScan {
                 .feed(&part_done.head)
                 .map_err(|e| data_error(name, e))?;
             let spare = match part_done.lines {
-                Some(lines) => self.join(mode, lines.scan, lines.sequences, &lines.input_lines),
+                Some(lines) => {
+                    self.join(split.mode, lines.scan, lines.sequences, &lines.input_lines)
+                }
                 None => part_done.spare,
             };
             self.spare.push(spare);
