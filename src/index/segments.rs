@@ -45,6 +45,10 @@ struct Job {
     sequences: Vec<ScannedSequence>,
 }
 
+/// Parts handed out ahead per thread: enough that a helper finding its part done takes
+/// the next at once, whatever order the parts finish in.
+const PARTS_AHEAD_PER_THREAD: usize = 2;
+
 /// What every part of a file's split rounds shares.
 struct SplitPart<'a> {
     file: &'a Arc<File>,
@@ -65,6 +69,8 @@ struct Lines {
 
 /// What a helper did with its part.
 struct Done {
+    /// The part's offset in the file (results arrive in any order).
+    offset: u64,
     /// Bytes read (fewer than asked at the end of the file), or the read's error.
     read: io::Result<usize>,
     /// The part's bytes up to its first line feed (all of them without one): the end of the
@@ -78,44 +84,58 @@ struct Done {
     spare: Vec<ScannedSequence>,
 }
 
-/// A helper thread with its own scanner and read buffer.
-struct Helper {
+/// The helper threads, each with its own scanner and read buffer, taking parts from one
+/// queue (whichever is free takes the next) and returning them on another.
+struct Helpers {
     jobs: Option<Sender<Job>>,
     done: Receiver<Done>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
-impl Helper {
-    fn spawn(mut scanner: Scanner) -> io::Result<Helper> {
-        // At most two jobs are out per helper (this round's and the next one's), and a
-        // round's results are received before the round after the next is handed out:
-        // capacity 2 never blocks either side.
-        let (jobs, job_queue) = bounded::<Job>(2);
-        let (done_queue, done) = bounded(2);
-        let thread = thread::Builder::new()
-            .name("ctf-index-scan".to_string())
-            .spawn(move || {
-                let mut buffer = Vec::new();
-                for job in job_queue.iter() {
-                    let done = run_job(&mut scanner, &mut buffer, job);
-                    if done_queue.send(done).is_err() {
-                        break;
+impl Helpers {
+    /// Starts up to `count` helpers (fewer if threads cannot be started; the index is the
+    /// same), whose queues hold `capacity` parts.
+    fn start(
+        inputs: &[InputConfig],
+        skip_sequence_ids: bool,
+        count: usize,
+        capacity: usize,
+    ) -> Self {
+        let (jobs, job_queue) = bounded::<Job>(capacity);
+        let (done_queue, done) = bounded::<Done>(capacity);
+        let mut threads = Vec::with_capacity(count);
+        for _ in 0..count {
+            let mut scanner = Scanner::new(inputs, skip_sequence_ids);
+            let (job_queue, done_queue) = (job_queue.clone(), done_queue.clone());
+            let spawned = thread::Builder::new()
+                .name("ctf-index-scan".to_string())
+                .spawn(move || {
+                    let mut buffer = Vec::new();
+                    for job in job_queue.iter() {
+                        let done = run_job(&mut scanner, &mut buffer, job);
+                        if done_queue.send(done).is_err() {
+                            break;
+                        }
                     }
-                }
-            })?;
-        Ok(Helper {
+                });
+            match spawned {
+                Ok(thread) => threads.push(thread),
+                Err(_) => break,
+            }
+        }
+        Helpers {
             jobs: Some(jobs),
             done,
-            thread: Some(thread),
-        })
+            threads,
+        }
     }
 }
 
-impl Drop for Helper {
+impl Drop for Helpers {
     fn drop(&mut self) {
-        // Closing the job queue ends the thread's loop.
+        // Closing the job queue ends the threads' loops.
         self.jobs = None;
-        if let Some(thread) = self.thread.take() {
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
     }
@@ -146,6 +166,7 @@ fn run_job(scanner: &mut Scanner, buffer: &mut Vec<u8>, job: Job) -> Done {
         }
     });
     Done {
+        offset: job.offset,
         head: data[..first].to_vec(),
         tail: data[last..].to_vec(),
         lines,
@@ -181,9 +202,15 @@ pub(crate) struct SplitScan {
     threads: usize,
     part_size: usize,
     buffer: Vec<u8>,
-    helpers: Vec<Helper>,
-    /// The offset of the round whose parts the helpers were given ahead of its turn.
-    ahead: Option<u64>,
+    helpers: Option<Helpers>,
+    /// Parts handed out and not yet received.
+    in_flight: usize,
+    /// The offset of the next part to hand out (of the file being scanned).
+    next_part: u64,
+    /// The offset of the next part to join, after the last one joined.
+    next_join: u64,
+    /// Parts received before their turn to be joined.
+    early: Vec<Done>,
     /// Emptied sequence lists to hand to the helpers.
     spare: Vec<Vec<ScannedSequence>>,
 }
@@ -221,8 +248,11 @@ impl SplitScan {
             threads: threads.max(1),
             part_size: part_size.max(1),
             buffer: Vec::new(),
-            helpers: Vec::new(),
-            ahead: None,
+            helpers: None,
+            in_flight: 0,
+            next_part: 0,
+            next_join: 0,
+            early: Vec::new(),
             spare: Vec::new(),
         }
     }
@@ -240,7 +270,7 @@ impl SplitScan {
         after_round: &mut AfterRound<'_>,
     ) -> Result<FileSummary, IndexError> {
         let summary = self.scan_rounds(file, size, key_base, name, after_round);
-        // A round handed out ahead of an error or of the end is received, so that no helper
+        // Parts handed out ahead of an error or of the end are received, so that no helper
         // is left mid-job and its result is not taken for the next file's.
         self.drop_ahead();
         summary
@@ -270,7 +300,7 @@ impl SplitScan {
                         shared = Some(Arc::new(clone));
                         self.start_helpers();
                     }
-                    if !self.helpers.is_empty() {
+                    if self.helper_count() > 0 {
                         split = shared.clone().map(|f| (f, mode));
                     }
                 }
@@ -313,53 +343,74 @@ impl SplitScan {
 
     /// Starts the helper threads, once per build (they are kept for the next files).
     fn start_helpers(&mut self) {
-        while self.helpers.len() < self.threads {
-            let scanner = Scanner::new(&self.inputs, self.skip_sequence_ids);
-            match Helper::spawn(scanner) {
-                Ok(helper) => self.helpers.push(helper),
-                Err(_) => break, // fewer threads: the index is the same
-            }
+        if self.helpers.is_none() {
+            let capacity = PARTS_AHEAD_PER_THREAD * self.threads;
+            let helpers =
+                Helpers::start(&self.inputs, self.skip_sequence_ids, self.threads, capacity);
+            self.helpers = Some(helpers);
         }
     }
 
-    /// Hands each helper its part of the round at `offset`.
-    fn hand_out(&mut self, split: &SplitPart<'_>, offset: u64) {
-        let part = self.part_size;
-        for (k, helper) in self.helpers.iter().enumerate() {
+    /// How many helper threads run.
+    fn helper_count(&self) -> usize {
+        self.helpers.as_ref().map_or(0, |h| h.threads.len())
+    }
+
+    /// Hands out parts from `next_part` on while fewer than the queues hold are out and
+    /// the file (as stat said) goes on, and at least up to the part at `wanted`.
+    fn hand_out(&mut self, split: &SplitPart<'_>, wanted: u64) {
+        let Some(helpers) = &self.helpers else { return };
+        let Some(jobs) = &helpers.jobs else { return };
+        let limit = PARTS_AHEAD_PER_THREAD * self.threads;
+        while self.in_flight < limit && (self.next_part < split.size || self.next_part <= wanted) {
             let job = Job {
                 file: Arc::clone(split.file),
-                offset: offset + (k * part) as u64,
-                len: part,
+                offset: self.next_part,
+                len: self.part_size,
                 mode: split.mode,
                 key_base: split.key_base,
                 sequences: self.spare.pop().unwrap_or_default(),
             };
-            if let Some(jobs) = &helper.jobs {
-                // A helper that stopped shows as a missing result when the round is joined.
-                let _ = jobs.send(job);
+            if jobs.send(job).is_err() {
+                return; // every helper stopped: the part shows as missing when received
             }
+            self.in_flight += 1;
+            self.next_part += self.part_size as u64;
         }
     }
 
-    /// Receives and discards the results of a round handed out ahead, if any.
+    /// The result of the part at `offset`, which was handed out: from those received early,
+    /// or waiting for it. None if the helpers stopped.
+    fn receive(&mut self, offset: u64) -> Option<Done> {
+        loop {
+            if let Some(k) = self.early.iter().position(|d| d.offset == offset) {
+                return Some(self.early.swap_remove(k));
+            }
+            let done = self.helpers.as_ref()?.done.recv().ok()?;
+            self.in_flight -= 1;
+            self.early.push(done);
+        }
+    }
+
+    /// Receives and discards the results of every part handed out, so that none is taken
+    /// for a later file's.
     fn drop_ahead(&mut self) {
-        if self.ahead.take().is_none() {
-            return;
+        while self.in_flight > 0 {
+            let Some(done) = self.helpers.as_ref().and_then(|h| h.done.recv().ok()) else {
+                break;
+            };
+            self.in_flight -= 1;
+            self.early.push(done);
         }
-        let done: Vec<Done> = self
-            .helpers
-            .iter()
-            .filter_map(|h| h.done.recv().ok())
-            .collect();
-        for part_done in done {
-            self.recycle(part_done.lines, part_done.spare);
+        self.in_flight = 0;
+        for done in std::mem::take(&mut self.early) {
+            self.recycle(done.lines, done.spare);
         }
     }
 
-    /// One round of reading and scanning on every helper, from `offset`, joined by the
-    /// file's scanner; returns the bytes read (fewer than a round's at the end of the file).
-    /// The next round is handed out before this one is joined, unless the file (as stat
-    /// said) ends within this one.
+    /// One round of reading and scanning on the helpers (a part per helper), from `offset`,
+    /// joined by the file's scanner; returns the bytes read (fewer than a round's at the end
+    /// of the file). Parts are handed out ahead of their turn, up to the queues' capacity.
     fn split_round(
         &mut self,
         split: &SplitPart<'_>,
@@ -367,36 +418,23 @@ impl SplitScan {
         name: &str,
     ) -> Result<u64, IndexError> {
         let part = self.part_size;
-        let round = (part * self.helpers.len()) as u64;
-        if self.ahead != Some(offset) {
+        if offset != self.next_join || (self.in_flight == 0 && self.early.is_empty()) {
+            // A new file, or a round after the file's end: nothing handed out fits.
             self.drop_ahead();
-            self.hand_out(split, offset);
+            self.next_part = offset;
         }
-        self.ahead = None;
-        let next = offset + round;
-        if next < split.size {
-            self.hand_out(split, next);
-            self.ahead = Some(next);
-        }
-        // Every result is received, even after an error, so no helper is left mid-job.
-        let done: Vec<Option<Done>> = self.helpers.iter().map(|h| h.done.recv().ok()).collect();
         let mut read = 0;
-        let mut at_end = false;
-        for part_done in done {
-            let Some(part_done) = part_done else {
+        for k in 0..self.helper_count() {
+            let at = offset + (k * part) as u64;
+            self.hand_out(split, at);
+            let Some(part_done) = self.receive(at) else {
                 return Err(io_error(
                     name,
                     io::Error::other("an index scan thread stopped"),
                 ));
             };
+            self.next_join = at + part as u64;
             let n = part_done.read.map_err(|e| io_error(name, e))?;
-            if at_end {
-                // The file ended in an earlier part: anything read here was appended while
-                // the file was being scanned, which the final check of its size reports.
-                self.recycle(part_done.lines, part_done.spare);
-                continue;
-            }
-            at_end = n < part;
             read += n as u64;
             self.main
                 .feed(&part_done.head)
@@ -411,6 +449,11 @@ impl SplitScan {
             self.main
                 .feed(&part_done.tail)
                 .map_err(|e| data_error(name, e))?;
+            if n < part {
+                // The file ends here. Anything read past it was appended while the file was
+                // being scanned, which the final check of its size reports.
+                break;
+            }
         }
         Ok(read)
     }
