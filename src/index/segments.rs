@@ -3,19 +3,20 @@
 //! The scan is the indexer's only real work, and one thread of it runs below the speed of
 //! the page cache: on short lines because of the work per line, on long ones because of the
 //! copy out of the page cache (a sparse file of 400-byte lines scans in about 60% of the time
-//! on two threads). The file is therefore read in rounds of one part per thread: each helper
-//! thread reads its part itself (a positional read, so the copying out of the page cache is
-//! shared too) and scans the lines that start and end in it ([`Scanner::scan_segment`]). The
-//! file's own [`Scanner`] then joins the parts in file order: the line cut at each seam
-//! between parts is fed to it, the helper's sequences follow with line numbers (and
-//! line-mode keys) shifted by the lines before them, the lines before a part's first id join
-//! the run open before it, and a run that continues across a seam (the same id on both
-//! sides) becomes one. The index is the same whatever the number of threads or the part
-//! size; the tests compare them.
+//! on two threads). The file is therefore cut into parts of a fixed size, read in rounds of
+//! one part per helper thread. A helper reads its part itself (a positional read, so the
+//! copying out of the page cache is shared too) and scans the lines that start and end in
+//! it ([`Scanner::scan_segment`]). The file's own [`Scanner`], on the caller's thread, then
+//! joins the parts in file order: the line cut at each seam between parts is fed to it, the
+//! helper's sequences follow with line numbers (and line-mode keys) shifted by the lines
+//! before them, the lines before a part's first id join the run open before it, and a run
+//! that continues across a seam (the same id on both sides) becomes one. The index is the
+//! same whatever the number of threads or the part size; the tests compare them.
 //!
-//! The helpers work a round ahead: the next round's parts are handed out before this
-//! round's are joined, so that the joining, and what the caller does with the sequences,
-//! overlap the scanning instead of leaving the helpers idle.
+//! The helpers take parts from one queue, whichever is free, up to two parts per thread
+//! ahead of the join, so that the joining, and what the caller does with the sequences,
+//! overlap the scanning; results that arrive before their turn wait in a small reorder
+//! buffer.
 
 use crate::sync::channel::{bounded, Receiver, Sender};
 use crate::sync::thread::{self, JoinHandle};
@@ -233,8 +234,8 @@ fn data_error(name: &str, e: FatalDataError) -> IndexError {
 }
 
 impl SplitScan {
-    /// A scan on `threads` threads in all (the caller's included), each reading
-    /// `part_size` bytes per round.
+    /// A scan on `threads` helper threads (files of at most one round are scanned on the
+    /// caller's thread), each reading `part_size` bytes per part.
     pub(crate) fn new(
         inputs: &[InputConfig],
         skip_sequence_ids: bool,
