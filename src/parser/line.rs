@@ -12,7 +12,7 @@ use memchr::memchr2;
 use crate::config::{InputConfig, StorageFormat};
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::ParsedSequences;
-use crate::parser::number::{scan_number, Element, NumberError};
+use crate::parser::number::{leading_digits_value, scan_number, Element, NumberError};
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -491,13 +491,18 @@ impl LineParser {
             }
             let entry = pos;
             let mut index: u64 = 0;
-            for &d in &buf[pos..] {
-                let digit = d.wrapping_sub(b'0');
-                if digit > 9 {
-                    break;
+            if let Some((value, digits)) = leading_digits_value(buf, pos) {
+                index = value;
+                pos += digits;
+            } else {
+                for &d in &buf[pos..] {
+                    let digit = d.wrapping_sub(b'0');
+                    if digit > 9 {
+                        break;
+                    }
+                    index = index.wrapping_mul(10).wrapping_add(u64::from(digit));
+                    pos += 1;
                 }
-                index = index.wrapping_mul(10).wrapping_add(u64::from(digit));
-                pos += 1;
             }
             if pos - entry > 19 {
                 // More than 19 digits may have wrapped; such an index is out of range anyway.

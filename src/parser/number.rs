@@ -147,6 +147,33 @@ impl NumberError {
     }
 }
 
+/// The value and count of the leading ASCII digits of the 8 bytes at `bytes[pos..]`, read
+/// as one word, when there are 1 to 7 of them; `None` when there are none, 8 or more, or
+/// fewer than 8 bytes left (the caller then walks the bytes). Branch-free in the digits, so
+/// that a run of numbers of varying length costs no mispredicted loop exits.
+#[inline(always)]
+pub(crate) fn leading_digits_value(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let chunk = bytes.get(pos..pos.checked_add(8)?)?;
+    let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
+    let x = word ^ (ONES * u64::from(b'0'));
+    // A byte is a digit when it is below 10 once '0' is xored away.
+    let non_digits = (((x & LOW7) + ONES * (0x80 - 10)) | x) & HIGH;
+    let n = non_digits.trailing_zeros() / 8;
+    if n == 0 || n == 8 {
+        return None;
+    }
+    // The digits to the top bytes (zeros below are leading zeros), then pairs, quads and
+    // the whole, each step combining neighbours (the first digit is the lowest byte).
+    let d = x << (8 * (8 - n));
+    let d = (d.wrapping_mul(10) + (d >> 8)) & 0x00ff_00ff_00ff_00ff;
+    let d = (d.wrapping_mul(100) + (d >> 16)) & 0x0000_ffff_0000_ffff;
+    let d = (d.wrapping_mul(10_000) + (d >> 32)) & 0xffff_ffff;
+    Some((d, n as usize))
+}
+
 /// Largest exponent magnitude tracked exactly; beyond it every value is zero or infinite.
 const EXP_LIMIT: i32 = 100_000;
 
@@ -295,6 +322,35 @@ mod tests {
 
     fn num<T: Element>(s: &str) -> Result<(T, usize), NumberError> {
         scan_number::<T>(s.as_bytes(), 0)
+    }
+
+    #[test]
+    fn leading_digits_value_reads_1_to_7_digits() {
+        for text in [
+            "0:1 abcd", "7|xxxxxx", "12:3 xxx", "981:1 19", "45362:2 ", "123456:x", "9999999 ",
+        ] {
+            let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+            let value: u64 = text[..digits].parse().unwrap();
+            assert_eq!(
+                leading_digits_value(text.as_bytes(), 0),
+                Some((value, digits)),
+                "{text}"
+            );
+        }
+        let padded = b"xx0042:1";
+        assert_eq!(
+            leading_digits_value(padded, 2),
+            None,
+            "fewer than 8 bytes left"
+        );
+        assert_eq!(leading_digits_value(b"12345678:1", 0), None, "8 digits");
+        assert_eq!(leading_digits_value(b":1 2 3 4 5", 0), None, "no digit");
+        assert_eq!(
+            leading_digits_value(b"1/2:3456", 0),
+            Some((1, 1)),
+            "'/' is not a digit"
+        );
+        assert_eq!(leading_digits_value(b"12\xff45678", 0), Some((12, 2)));
     }
 
     #[test]
