@@ -277,7 +277,7 @@ impl SplitScan {
         summary
     }
 
-    /// [`scan_file`](Self::scan_file), which may leave a round handed out ahead.
+    /// [`scan_file`](Self::scan_file), which may leave parts handed out ahead.
     fn scan_rounds(
         &mut self,
         file: &File,
