@@ -240,15 +240,10 @@ impl Timeline {
 impl Sweep {
     fn compute(index: &CorpusIndex, settings: &OrderSettings, number: u64) -> Sweep {
         let order = sweep_order(index, settings, number);
-        let samples = order
-            .sequences
-            .iter()
-            .map(|&o| index.sequences[o as usize].samples)
-            .collect();
         Sweep {
             number,
             order: Arc::new(order.sequences),
-            samples: Arc::new(samples),
+            samples: Arc::new(order.samples),
             chunk_position: Arc::new(order.chunk_position),
             next: 0,
         }

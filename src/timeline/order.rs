@@ -2,9 +2,9 @@
 //! (SPEC §4): file order with `randomize = false`, else block randomization ([`block`]) or
 //! CNTK's exact orders ([`cntk`]), seeded with `randomizationSeed + sweep`.
 //!
-//! The order holds the ordinals of the sequences that have samples (4 bytes each: the whole
-//! sweep is laid out at once, beside the 24 bytes per sequence of the index). Sequences
-//! without samples take no place on the timeline and are left out.
+//! The order holds the ordinals of the sequences that have samples and their sample counts
+//! (8 bytes each: the whole sweep is laid out at once, beside the 24 bytes per sequence of
+//! the index). Sequences without samples take no place on the timeline and are left out.
 //!
 //! [`block`]: crate::randomize::block
 //! [`cntk`]: crate::randomize::cntk
@@ -43,18 +43,25 @@ impl OrderSettings {
 pub struct SweepPlan {
     /// Ordinals of the sequences with samples, in delivery order.
     pub sequences: Vec<u32>,
+    /// The samples of each sequence of `sequences`, beside it.
+    pub samples: Vec<u32>,
     /// Per chunk of the index, its position in the sweep's chunk order.
     pub chunk_position: Vec<u32>,
 }
 
 /// The order of sweep `sweep` of `index`.
 pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) -> SweepPlan {
-    let has_samples = |o: &u32| index.sequences[*o as usize].samples > 0;
     if !settings.randomize {
+        let (sequences, samples) = index
+            .sequences
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.samples > 0)
+            .map(|(o, e)| (o as u32, e.samples))
+            .unzip();
         return SweepPlan {
-            sequences: (0..index.sequences.len() as u32)
-                .filter(has_samples)
-                .collect(),
+            sequences,
+            samples,
             chunk_position: (0..index.chunks.len() as u32).collect(),
         };
     }
@@ -75,19 +82,24 @@ pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) ->
         RandomizerKind::Block => block::sweep_order(&samples, window, settings.seed, sweep),
         RandomizerKind::Cntk => cntk::sweep_order(&samples, window, settings.seed, sweep),
     };
-    drop(samples);
     let mut chunk_position = vec![0; index.chunks.len()];
     for (position, &chunk) in order.chunks.iter().enumerate() {
         chunk_position[chunk as usize] = position as u32;
     }
-    let sequences = order
-        .sequences
-        .iter()
-        .map(|&(chunk, i)| index.chunk(chunk).sequences.start + i)
-        .filter(has_samples)
-        .collect();
-    SweepPlan {
-        sequences,
+    // The counts come from the per-chunk lists above (8 bytes a sequence) rather than from
+    // the index (24), so this pass over a random order misses the cache less.
+    let mut plan = SweepPlan {
+        sequences: Vec::with_capacity(order.sequences.len()),
+        samples: Vec::with_capacity(order.sequences.len()),
         chunk_position,
+    };
+    for &(chunk, i) in &order.sequences {
+        let count = samples[chunk as usize][i as usize];
+        if count > 0 {
+            plan.sequences.push(index.chunk(chunk).sequences.start + i);
+            // The index holds each count as a u32.
+            plan.samples.push(count as u32);
+        }
     }
+    plan
 }
