@@ -270,22 +270,9 @@ impl SplitScan {
         name: &str,
         after_round: &mut AfterRound<'_>,
     ) -> Result<FileSummary, IndexError> {
-        let summary = self.scan_rounds(file, size, key_base, name, after_round);
-        // Parts handed out ahead of an error or of the end are received, so that no helper
-        // is left mid-job and its result is not taken for the next file's.
+        // Parts still out from the previous file (handed out ahead of its error or its end)
+        // are received first, so that none is taken for this file's.
         self.drop_ahead();
-        summary
-    }
-
-    /// [`scan_file`](Self::scan_file), which may leave parts handed out ahead.
-    fn scan_rounds(
-        &mut self,
-        file: &File,
-        size: u64,
-        key_base: u64,
-        name: &str,
-        after_round: &mut AfterRound<'_>,
-    ) -> Result<FileSummary, IndexError> {
         self.main.start_file(key_base);
         let round = self.part_size.saturating_mul(self.threads);
         // Split only a file larger than a round.
