@@ -303,7 +303,7 @@ impl<T: Element> StreamData<T> {
                 self.column_starts.extend(
                     col.sample_offsets[samples.start + 1..=samples.end]
                         .iter()
-                        .map(|&o| (o - first + base) as u32),
+                        .map(|&o| (o as usize - first + base) as u32),
                 );
             }
         }
@@ -347,7 +347,7 @@ fn samples_of<T>(
         col.sequence_offsets.get(seq),
         col.sequence_offsets.get(seq.wrapping_add(1)),
     ) {
-        (Some(&a), Some(&b)) if a <= b => Ok(a..b),
+        (Some(&a), Some(&b)) if a <= b => Ok(a as usize..b as usize),
         _ => Err(PackError::Inconsistent {
             input,
             what: "sequence offsets",
@@ -378,9 +378,11 @@ fn values_of<T>(
                 col.sample_offsets.get(samples.end),
             ) {
                 (Some(&a), Some(&b))
-                    if a <= b && b <= col.values.len() && b <= col.indices.len() =>
+                    if a <= b
+                        && b as usize <= col.values.len()
+                        && b as usize <= col.indices.len() =>
                 {
-                    a..b
+                    a as usize..b as usize
                 }
                 _ => return Err(bad("sample offsets")),
             }
@@ -1138,7 +1140,7 @@ mod tests {
                 y.indices.push(i);
                 y.values.push(v);
             }
-            y.sample_offsets.push(y.values.len());
+            y.sample_offsets.push(y.values.len() as u32);
         };
         p.columns[0].values.extend([1.0, 2.0, 3.0, 4.0]);
         sparse_sample(&mut p, &[(1, 5.0)]);

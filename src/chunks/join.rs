@@ -18,7 +18,7 @@ use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::ReaderConfig;
 use crate::diag::{Diagnostic, JoinedPosition, Severity};
 use crate::index::{CorpusIndex, JoinedIndex, NO_MATCH};
-use crate::parser::{Element, InvalidSequence, ParsedSequences, SequenceInfo};
+use crate::parser::{Element, InvalidSequence, ParsedSequences, SequenceInfo, MAX_COLUMN_ENTRIES};
 
 /// [`JoinedLoader::slots`] value of a primary sequence with nothing staged.
 const NO_SLOT: u32 = u32::MAX;
@@ -360,13 +360,33 @@ fn read_runs<T: Element>(
             }
             let parsed = &jl.run.sequences;
             if parsed.sequences.get(valid).is_some_and(|s| s.line == line) {
-                jl.slots[v] = jl.staged.len() as u32;
-                for (to, from) in jl.staged.columns.iter_mut().zip(&parsed.columns) {
-                    to.push_sequence_of(from, valid);
+                let fits = (jl.staged.columns.iter().zip(&parsed.columns))
+                    .all(|(to, from)| to.has_room_for(from, valid));
+                if fits {
+                    jl.slots[v] = jl.staged.len() as u32;
+                    for (to, from) in jl.staged.columns.iter_mut().zip(&parsed.columns) {
+                        to.push_sequence_of(from, valid);
+                    }
+                    let info = parsed.sequences[valid];
+                    jl.staged.sequences.push(info);
+                    counted[v] = counted[v].max(info.counted_lines);
+                } else {
+                    // The columns' offsets are 32-bit (`MAX_COLUMN_ENTRIES`); the sequences
+                    // joined to one primary part cannot hold more.
+                    let error = relocate(&Diagnostic::new(
+                        Severity::Error,
+                        line,
+                        1,
+                        format!(
+                            "the sequence with key {} is too large: with the other sequences \
+                             joined to its part it holds more than {MAX_COLUMN_ENTRIES} samples \
+                             or stored values of one input",
+                            entry.key
+                        ),
+                    ));
+                    found.push(error.clone());
+                    failed[v] = Some(error);
                 }
-                let info = parsed.sequences[valid];
-                jl.staged.sequences.push(info);
-                counted[v] = counted[v].max(info.counted_lines);
                 valid += 1;
             } else if jl.run.invalid.get(invalid).is_some_and(|s| s.line == line) {
                 failed[v] = Some(relocate(&jl.run.invalid[invalid].first_error));

@@ -8,6 +8,13 @@
 use crate::config::{InputConfig, StorageFormat};
 use crate::parser::number::Element;
 
+/// Most samples, and most stored values of a sparse input, that one column holds. Its offsets
+/// are 32-bit: half the memory of `usize` ones, and half the cache lines the packer reads for
+/// them. A chunk of the index spans at most 4 GiB of text, so its parts always fit; the
+/// parser refuses a sample past the limit (an error on its line), and the joins and
+/// [`ParsedSequences::append`] check for room.
+pub const MAX_COLUMN_ENTRIES: usize = u32::MAX as usize;
+
 /// The parsed samples of one input for a run of sequences.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InputColumn<T> {
@@ -19,10 +26,11 @@ pub struct InputColumn<T> {
     pub values: Vec<T>,
     /// Sparse only: the index of each stored value (same length as `values`).
     pub indices: Vec<u32>,
-    /// Sparse only: start of each sample in `values`; one more entry than samples.
-    pub sample_offsets: Vec<usize>,
+    /// Sparse only: start of each sample in `values`; one more entry than samples (at most
+    /// [`MAX_COLUMN_ENTRIES`]).
+    pub sample_offsets: Vec<u32>,
     /// Start of each sequence, in samples of this input; one more entry than sequences.
-    pub sequence_offsets: Vec<usize>,
+    pub sequence_offsets: Vec<u32>,
 }
 
 impl<T: Element> InputColumn<T> {
@@ -51,7 +59,7 @@ impl<T: Element> InputColumn<T> {
         match self.format {
             StorageFormat::Dense => Sample::Dense(&self.values[i * self.dim..(i + 1) * self.dim]),
             StorageFormat::Sparse => {
-                let range = self.sample_offsets[i]..self.sample_offsets[i + 1];
+                let range = self.sample_offsets[i] as usize..self.sample_offsets[i + 1] as usize;
                 Sample::Sparse {
                     indices: &self.indices[range.clone()],
                     values: &self.values[range],
@@ -65,8 +73,7 @@ impl<T: Element> InputColumn<T> {
         use std::mem::size_of;
         self.values.capacity() * size_of::<T>()
             + self.indices.capacity() * size_of::<u32>()
-            + (self.sample_offsets.capacity() + self.sequence_offsets.capacity())
-                * size_of::<usize>()
+            + (self.sample_offsets.capacity() + self.sequence_offsets.capacity()) * size_of::<u32>()
     }
 
     /// Reserves exactly the room to append every sequence of `other` (same input).
@@ -79,9 +86,33 @@ impl<T: Element> InputColumn<T> {
             .reserve_exact(other.sequence_offsets.len());
     }
 
-    /// Appends the samples of sequence `seq` of `other` (same input) as one more sequence.
+    /// Whether sequence `seq` of `other` (same input) can be appended within
+    /// [`MAX_COLUMN_ENTRIES`] samples and stored values.
+    pub(crate) fn has_room_for(&self, other: &InputColumn<T>, seq: usize) -> bool {
+        let samples =
+            other.sequence_offsets[seq] as usize..other.sequence_offsets[seq + 1] as usize;
+        let values = match self.format {
+            StorageFormat::Dense => 0,
+            StorageFormat::Sparse => {
+                (other.sample_offsets[samples.end] - other.sample_offsets[samples.start]) as usize
+            }
+        };
+        self.room_for(samples.len(), values)
+    }
+
+    /// Whether `samples` more samples holding `values` more stored values (sparse) fit.
+    fn room_for(&self, samples: usize, values: usize) -> bool {
+        let samples_fit = self.sample_count().saturating_add(samples) <= MAX_COLUMN_ENTRIES;
+        let values_fit = self.format == StorageFormat::Dense
+            || self.values.len().saturating_add(values) <= MAX_COLUMN_ENTRIES;
+        samples_fit && values_fit
+    }
+
+    /// Appends the samples of sequence `seq` of `other` (same input) as one more sequence;
+    /// the caller has checked [`has_room_for`](Self::has_room_for).
     pub(crate) fn push_sequence_of(&mut self, other: &InputColumn<T>, seq: usize) {
-        let samples = other.sequence_offsets[seq]..other.sequence_offsets[seq + 1];
+        let samples =
+            other.sequence_offsets[seq] as usize..other.sequence_offsets[seq + 1] as usize;
         match self.format {
             StorageFormat::Dense => {
                 let dim = self.dim;
@@ -89,8 +120,8 @@ impl<T: Element> InputColumn<T> {
                     .extend_from_slice(&other.values[samples.start * dim..samples.end * dim]);
             }
             StorageFormat::Sparse => {
-                let entries =
-                    other.sample_offsets[samples.start]..other.sample_offsets[samples.end];
+                let entries = other.sample_offsets[samples.start] as usize
+                    ..other.sample_offsets[samples.end] as usize;
                 let (from, to) = (entries.start, self.values.len());
                 self.values
                     .extend_from_slice(&other.values[entries.clone()]);
@@ -98,12 +129,12 @@ impl<T: Element> InputColumn<T> {
                 self.sample_offsets.extend(
                     other.sample_offsets[samples.start + 1..=samples.end]
                         .iter()
-                        .map(|&o| o - from + to),
+                        .map(|&o| offset(o as usize - from + to)),
                 );
             }
         }
         let n = self.sample_count();
-        self.sequence_offsets.push(n);
+        self.sequence_offsets.push(offset(n));
     }
 
     /// Drops everything after sample `samples` (used to roll back an invalid sequence).
@@ -112,7 +143,7 @@ impl<T: Element> InputColumn<T> {
             StorageFormat::Dense => self.values.truncate(samples * self.dim),
             StorageFormat::Sparse => {
                 self.sample_offsets.truncate(samples + 1);
-                let nnz = self.sample_offsets[samples];
+                let nnz = self.sample_offsets[samples] as usize;
                 self.values.truncate(nnz);
                 self.indices.truncate(nnz);
             }
@@ -121,15 +152,15 @@ impl<T: Element> InputColumn<T> {
 
     /// Removes the first `sequences` sequences, keeping later data (a partial sequence).
     fn drain_sequences(&mut self, sequences: usize) {
-        let samples = self.sequence_offsets[sequences];
+        let samples = self.sequence_offsets[sequences] as usize;
         match self.format {
             StorageFormat::Dense => {
                 self.values.drain(..samples * self.dim);
             }
             StorageFormat::Sparse => {
                 let nnz = self.sample_offsets[samples];
-                self.values.drain(..nnz);
-                self.indices.drain(..nnz);
+                self.values.drain(..nnz as usize);
+                self.indices.drain(..nnz as usize);
                 self.sample_offsets.drain(..samples);
                 for o in &mut self.sample_offsets {
                     *o -= nnz;
@@ -138,8 +169,33 @@ impl<T: Element> InputColumn<T> {
         }
         self.sequence_offsets.drain(..sequences);
         for o in &mut self.sequence_offsets {
-            *o -= samples;
+            *o -= samples as u32;
         }
+    }
+}
+
+/// `n` as a stored offset. Every path that grows a column keeps `n` within
+/// [`MAX_COLUMN_ENTRIES`]; were one not to, the offset saturates, and the packer's checks of a
+/// sequence's offsets report the column as inconsistent instead of reading wrong data.
+#[inline]
+fn offset(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Appending would take input `input` past [`MAX_COLUMN_ENTRIES`] samples or stored values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnOverflow {
+    /// The input (configuration order).
+    pub input: usize,
+}
+
+impl std::fmt::Display for ColumnOverflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "input {} would hold more than {MAX_COLUMN_ENTRIES} samples or stored values",
+            self.input
+        )
     }
 }
 
@@ -253,22 +309,23 @@ impl<T: Element> ParsedSequences<T> {
     /// Number of samples input `input` has in sequence `seq`.
     pub fn sample_count(&self, seq: usize, input: usize) -> usize {
         let o = &self.columns[input].sequence_offsets;
-        o[seq + 1] - o[seq]
+        (o[seq + 1] - o[seq]) as usize
     }
 
     /// The samples of input `input` in sequence `seq`.
     pub fn samples(&self, seq: usize, input: usize) -> impl Iterator<Item = Sample<'_, T>> + '_ {
         let col = &self.columns[input];
-        (col.sequence_offsets[seq]..col.sequence_offsets[seq + 1]).map(move |i| col.sample(i))
+        (col.sequence_offsets[seq] as usize..col.sequence_offsets[seq + 1] as usize)
+            .map(move |i| col.sample(i))
     }
 
     /// Sample counts per input of the sequence being built (after the last complete one).
     pub(crate) fn open_sequence_counts(&self, out: &mut Vec<usize>) {
         out.clear();
         out.extend(
-            self.columns
-                .iter()
-                .map(|c| c.sample_count() - c.sequence_offsets[c.sequence_offsets.len() - 1]),
+            self.columns.iter().map(|c| {
+                c.sample_count() - c.sequence_offsets[c.sequence_offsets.len() - 1] as usize
+            }),
         );
     }
 
@@ -276,7 +333,7 @@ impl<T: Element> ParsedSequences<T> {
     pub(crate) fn commit_sequence(&mut self, info: SequenceInfo) {
         for c in &mut self.columns {
             let n = c.sample_count();
-            c.sequence_offsets.push(n);
+            c.sequence_offsets.push(offset(n));
         }
         self.sequences.push(info);
     }
@@ -284,40 +341,52 @@ impl<T: Element> ParsedSequences<T> {
     /// Discards the samples appended since the last complete sequence.
     pub(crate) fn rollback_sequence(&mut self) {
         for c in &mut self.columns {
-            let start = c.sequence_offsets[c.sequence_offsets.len() - 1];
+            let start = c.sequence_offsets[c.sequence_offsets.len() - 1] as usize;
             c.truncate_samples(start);
         }
     }
 
-    /// Appends copies of all complete sequences of `other` (same inputs).
-    pub fn append(&mut self, other: &ParsedSequences<T>) {
+    /// Appends copies of all complete sequences of `other` (same inputs), or nothing when an
+    /// input would then hold more than [`MAX_COLUMN_ENTRIES`] samples or stored values.
+    pub fn append(&mut self, other: &ParsedSequences<T>) -> Result<(), ColumnOverflow> {
+        for (input, (mine, theirs)) in self.columns.iter().zip(&other.columns).enumerate() {
+            let end = theirs.sequence_offsets[other.sequences.len()] as usize;
+            let values = match theirs.format {
+                StorageFormat::Dense => 0,
+                StorageFormat::Sparse => theirs.sample_offsets[end] as usize,
+            };
+            if !mine.room_for(end, values) {
+                return Err(ColumnOverflow { input });
+            }
+        }
         for (mine, theirs) in self.columns.iter_mut().zip(&other.columns) {
             let sample_base = mine.sample_count();
             let value_base = mine.values.len();
-            let end = theirs.sequence_offsets[other.sequences.len()];
+            let end = theirs.sequence_offsets[other.sequences.len()] as usize;
             match theirs.format {
                 StorageFormat::Dense => {
                     mine.values
                         .extend_from_slice(&theirs.values[..end * theirs.dim]);
                 }
                 StorageFormat::Sparse => {
-                    let nnz = theirs.sample_offsets[end];
+                    let nnz = theirs.sample_offsets[end] as usize;
                     mine.values.extend_from_slice(&theirs.values[..nnz]);
                     mine.indices.extend_from_slice(&theirs.indices[..nnz]);
                     mine.sample_offsets.extend(
                         theirs.sample_offsets[1..=end]
                             .iter()
-                            .map(|o| o + value_base),
+                            .map(|&o| offset(o as usize + value_base)),
                     );
                 }
             }
             mine.sequence_offsets.extend(
                 theirs.sequence_offsets[1..=other.sequences.len()]
                     .iter()
-                    .map(|o| o + sample_base),
+                    .map(|&o| offset(o as usize + sample_base)),
             );
         }
         self.sequences.extend_from_slice(&other.sequences);
+        Ok(())
     }
 
     /// Keeps the first `n` complete sequences and nothing after them.
@@ -327,7 +396,7 @@ impl<T: Element> ParsedSequences<T> {
             return;
         }
         for c in &mut self.columns {
-            let samples = c.sequence_offsets[n];
+            let samples = c.sequence_offsets[n] as usize;
             c.truncate_samples(samples);
             c.sequence_offsets.truncate(n + 1);
         }

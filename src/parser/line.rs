@@ -11,7 +11,7 @@ use memchr::memchr2;
 
 use crate::config::{InputConfig, StorageFormat};
 use crate::diag::{Diagnostic, Severity};
-use crate::parser::columns::ParsedSequences;
+use crate::parser::columns::{ParsedSequences, MAX_COLUMN_ENTRIES};
 use crate::parser::number::{leading_digits_value, scan_number, Element, NumberError};
 
 /// What parsing one line found.
@@ -74,6 +74,9 @@ pub struct LineParser {
     /// Line stamp of the last line each input was seen on, to detect repeats on a line.
     seen_on: Vec<u64>,
     stamp: u64,
+    /// Most samples, and stored values of a sparse input, a column may hold
+    /// ([`MAX_COLUMN_ENTRIES`]; lowered in tests).
+    max_entries: usize,
 }
 
 /// Byte classes, looked up in one table load instead of several comparisons.
@@ -184,7 +187,14 @@ impl LineParser {
             dims: inputs.iter().map(|i| i.dim).collect(),
             seen_on: vec![0; inputs.len()],
             stamp: 0,
+            max_entries: MAX_COLUMN_ENTRIES,
         }
+    }
+
+    /// Lowers the column limit, so that tests can reach it.
+    #[cfg(test)]
+    pub(crate) fn set_max_entries(&mut self, max_entries: usize) {
+        self.max_entries = max_entries;
     }
 
     /// Configured input names, in configuration order.
@@ -305,6 +315,18 @@ impl LineParser {
                 continue;
             }
             self.seen_on[input] = self.stamp;
+            if out.columns[input].sample_count() >= self.max_entries {
+                report.error(
+                    pipe,
+                    format!(
+                        "{}: the sequence is too large: more than {} samples of one input",
+                        self.input_label(input),
+                        self.max_entries
+                    ),
+                );
+                pos = next_pipe(buf, pos);
+                continue;
+            }
             pos = match self.formats[input] {
                 StorageFormat::Dense => self.dense_sample(buf, pos, pipe, input, out, &mut report),
                 StorageFormat::Sparse => self.sparse_sample(buf, pos, input, out, &mut report),
@@ -483,6 +505,7 @@ impl LineParser {
         let dim = self.dims[input] as u64;
         let column = &mut out.columns[input];
         let sample_start = column.values.len();
+        let first = pos;
         loop {
             pos = skip_space(buf, pos);
             let b = buf[pos];
@@ -553,7 +576,21 @@ impl LineParser {
                 return next_pipe(buf, entry);
             }
         }
-        column.sample_offsets.push(column.values.len());
+        if column.values.len() > self.max_entries {
+            column.values.truncate(sample_start);
+            column.indices.truncate(sample_start);
+            report.error(
+                skip_space(buf, first),
+                format!(
+                    "{}: the sequence is too large: more than {} stored values of one input",
+                    self.input_label(input),
+                    self.max_entries
+                ),
+            );
+            return pos;
+        }
+        // Within `max_entries`, at most `u32::MAX`: the conversion is exact.
+        column.sample_offsets.push(column.values.len() as u32);
         pos
     }
 }
@@ -651,6 +688,41 @@ mod tests {
         assert_eq!(diags.len(), 1);
         assert_eq!(diags[0].severity, Severity::Warning);
         assert!(diags[0].message.contains("1 of 3 values"));
+    }
+
+    #[test]
+    fn a_column_past_its_limit_is_an_error_on_the_sample() {
+        let mut parser = LineParser::new(&inputs());
+        parser.set_max_entries(4);
+        let mut out = ParsedSequences::<f64>::new(&inputs());
+        let mut line = |text: &str, out: &mut ParsedSequences<f64>| {
+            let buf = format!("{text}\n");
+            let mut diags = Vec::new();
+            parser.parse_line(buf.as_bytes(), 0, 0, 3, out, &mut diags);
+            errors(&diags)
+        };
+        // Sparse: 3 stored values fit, 2 more do not; that sample is dropped whole.
+        assert!(line("|s 1:1 2:2 3:3", &mut out).is_empty());
+        let errs = line("|s 4:4 5:5 |d 1 2 3", &mut out);
+        assert_eq!(out.columns[1].values, [1.0, 2.0, 3.0]);
+        assert_eq!(out.columns[1].sample_offsets, [0, 3]);
+        assert_eq!(
+            out.columns[0].values,
+            [1.0, 2.0, 3.0],
+            "the other input is parsed"
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].0, 4, "at the sample's first value");
+        assert!(errs[0].1.contains("too large: more than 4 stored values"));
+        // Samples: a fifth dense sample is refused, at its `|`.
+        for _ in 0..3 {
+            assert!(line("|d 1 2 3", &mut out).is_empty());
+        }
+        let errs = line(" |d 4 5 6", &mut out);
+        assert_eq!(out.columns[0].sample_count(), 4);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].0, 2);
+        assert!(errs[0].1.contains("too large: more than 4 samples"));
     }
 
     #[test]

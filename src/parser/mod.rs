@@ -9,7 +9,10 @@ pub mod line;
 pub mod number;
 pub mod stream;
 
-pub use columns::{BufferLengths, InputColumn, ParsedSequences, Sample, SequenceInfo};
+pub use columns::{
+    BufferLengths, ColumnOverflow, InputColumn, ParsedSequences, Sample, SequenceInfo,
+    MAX_COLUMN_ENTRIES,
+};
 pub use line::LineParser;
 pub use number::Element;
 pub use stream::{

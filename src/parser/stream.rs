@@ -808,7 +808,7 @@ mod tests {
         p.finish_file().unwrap();
         assert_eq!(capacities(p.sequences()), reserved, "no buffer grew");
         let mut twice = first.clone();
-        twice.append(&first);
+        twice.append(&first).unwrap();
         assert_eq!(p.sequences().columns, twice.columns);
     }
 }

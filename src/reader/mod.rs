@@ -20,7 +20,7 @@ use crate::diag::{Diagnostic, Severity};
 use crate::index::files::{expand_file_patterns, DataFile};
 use crate::parser::{
     Element, FatalDataError, InvalidSequence, ParseCounts, ParsedSequences, StreamOptions,
-    StreamParser,
+    StreamParser, MAX_COLUMN_ENTRIES,
 };
 
 /// Size of one read from a data file.
@@ -444,7 +444,23 @@ pub fn read_all<T: Element>(config: &ReaderConfig, policy: ErrorPolicy) -> ReadO
     let mut sequences = ParsedSequences::new(&config.inputs);
     let error = loop {
         match reader.next_batch() {
-            Ok(Some(batch)) => sequences.append(batch),
+            Ok(Some(batch)) => {
+                if let Err(overflow) = sequences.append(batch) {
+                    let name = &config.inputs[overflow.input].name;
+                    break Some(ReadError::Fatal {
+                        file: reader.current_name.clone(),
+                        error: FatalDataError {
+                            line: 0,
+                            col: 0,
+                            message: format!(
+                                "input '{name}' would hold more than {MAX_COLUMN_ENTRIES} \
+                                 samples or stored values: too large to read into memory at \
+                                 once (read it batch by batch)"
+                            ),
+                        },
+                    });
+                }
+            }
             Ok(None) => break None,
             Err(e) => break Some(e),
         }

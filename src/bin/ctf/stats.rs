@@ -201,7 +201,10 @@ impl<T> Default for InputTotals<T> {
 impl<T: Element> InputTotals<T> {
     /// Adds the first `sequences` (complete) sequences of `column`.
     fn add(&mut self, column: &InputColumn<T>, sequences: usize) {
-        let samples = column.sequence_offsets.get(sequences).copied().unwrap_or(0);
+        let samples = column
+            .sequence_offsets
+            .get(sequences)
+            .map_or(0, |&n| n as usize);
         self.samples += samples as u64;
         match column.format {
             StorageFormat::Dense => {
