@@ -6,6 +6,10 @@
 //!   order from its parsed chunks (1 MiB chunks, all in memory), into minibatches of at least
 //!   256 samples, with [`Minibatch::push_sequence`] one at a time or
 //!   [`Minibatch::push_sequences`] a minibatch at a time. No parsing: the packing alone.
+//! - `sweep_order/<window>`: the planner's serial step at the start of every sweep, the
+//!   randomized order of 250,000 one-sample sequences in 4 chunks (the sparse file of the
+//!   README's figures with the default 32 MB chunks), with the default window of 128
+//!   chunks (so every chunk) and with a window of 2 chunks.
 //! - `pipeline/<shape>/<N>-threads`: one full randomized sweep through
 //!   [`MinibatchSource::with_options`] with 1 and 2 loader threads, 256-sample minibatches,
 //!   every value touched: indexing (no index cache), loading, parsing, planning, packing, as
@@ -26,6 +30,7 @@ use ctf_reader::index::build::{CacheMode, IndexingOptions, SCAN_BLOCK_SIZE};
 use ctf_reader::index::build_index;
 use ctf_reader::index::chunking::IndexLimits;
 use ctf_reader::minibatch::Minibatch;
+use ctf_reader::randomize::{block, Window};
 use ctf_reader::reader::stderr_sink;
 use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits};
 use ctf_reader::{ParsedSequences, ReaderConfig};
@@ -195,5 +200,24 @@ fn bench_pipeline(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_pack, bench_pipeline);
+fn bench_sweep_order(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sweep_order");
+    group.sample_size(20);
+    let layout = vec![vec![1u64; 62_500]; 4];
+    for (name, window) in [
+        ("128-chunks", Window::Chunks(128)),
+        ("2-chunks", Window::Chunks(2)),
+    ] {
+        group.bench_function(name, |b| {
+            let mut sweep = 0;
+            b.iter(|| {
+                sweep += 1;
+                block::sweep_order(&layout, window, 7, sweep)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_pack, bench_sweep_order, bench_pipeline);
 criterion_main!(benches);
