@@ -138,8 +138,9 @@ pub struct SourceCounters {
 pub(crate) struct LoadedChunk<T> {
     pub(crate) parsed: ParsedChunk<T>,
     /// Per sequence of the part (index order): its position among the valid parsed
-    /// sequences, or `u32::MAX` if it is invalid.
-    pub(crate) positions: Vec<u32>,
+    /// sequences, or `u32::MAX` if it is invalid. Empty when every sequence is valid and so
+    /// at its own position (the usual case): the packer then looks nothing up.
+    positions: Vec<u32>,
     /// The warnings of the part, in file order.
     warnings: Vec<Diagnostic>,
     /// What each sequence carries to the error budget, by index within the part (sorted).
@@ -171,6 +172,19 @@ impl<T> LoadedChunk<T> {
             positions,
             warnings,
             notes,
+        }
+    }
+
+    /// The position among the parsed valid sequences of the sequence at `within` (index
+    /// order within the part), or `None` if it is invalid.
+    #[inline]
+    pub(crate) fn position(&self, within: u32) -> Option<u32> {
+        if self.positions.is_empty() {
+            return Some(within);
+        }
+        match self.positions[within as usize] {
+            u32::MAX => None,
+            position => Some(position),
         }
     }
 
@@ -341,9 +355,9 @@ pub(crate) fn push_ordinal<T: Element>(
 ) -> Result<(), SourceError> {
     let within =
         ordinal - index.chunk(loaded.parsed.chunk).sequences.start - loaded.parsed.part.start;
-    match loaded.positions[within as usize] {
-        u32::MAX => Ok(()),
-        position => batch
+    match loaded.position(within) {
+        None => Ok(()),
+        Some(position) => batch
             .push_sequence(&loaded.parsed.sequences, position as usize)
             .map_err(SourceError::Pack),
     }
@@ -620,13 +634,14 @@ impl<T: Element> ReferenceSource<T> {
 }
 
 /// Per sequence of the loaded part of `chunk` (index order), its position among the parsed
-/// valid sequences, or `u32::MAX` when it is invalid or holds no sample.
+/// valid sequences, or `u32::MAX` when it is invalid or holds no sample; empty when every
+/// sequence of the part is at its own position.
 fn positions_of<T>(index: &CorpusIndex, chunk: u32, parsed: &ParsedChunk<T>) -> Vec<u32> {
     let c = index.chunk(chunk);
     let valid = &parsed.sequences.sequences;
     let part = parsed.part.start as usize..parsed.part.end as usize;
     let mut next = 0;
-    index.chunk_sequences(chunk)[part]
+    let positions: Vec<u32> = index.chunk_sequences(chunk)[part]
         .iter()
         .map(|entry| {
             let line = c.first_line + u64::from(entry.line);
@@ -637,7 +652,12 @@ fn positions_of<T>(index: &CorpusIndex, chunk: u32, parsed: &ParsedChunk<T>) -> 
                 u32::MAX
             }
         })
-        .collect()
+        .collect();
+    let identity = positions.iter().enumerate().all(|(i, &p)| p as usize == i);
+    match identity {
+        true => Vec::new(),
+        false => positions,
+    }
 }
 
 /// The global position where reading stops.

@@ -1147,9 +1147,9 @@ fn pack_held<T: Element>(
     // own so that the cache misses of random sequences overlap...
     let Packing { held, found, .. } = packing;
     found.retain_mut(
-        |(slot, within)| match held[*slot as usize].1.positions[*within as usize] {
-            u32::MAX => false,
-            position => {
+        |(slot, within)| match held[*slot as usize].1.position(*within) {
+            None => false,
+            Some(position) => {
                 *within = position;
                 true
             }
@@ -1315,10 +1315,7 @@ mod tests {
     /// The samples of every input of the valid sequence at `within` (index within the part),
     /// with its key; `None` for an invalid one.
     fn sequence_of(loaded: &LoadedChunk<f32>, within: u32) -> Option<(u64, Vec<String>)> {
-        let position = loaded.positions[within as usize];
-        if position == u32::MAX {
-            return None;
-        }
+        let position = loaded.position(within)?;
         let seqs = &loaded.parsed.sequences;
         let p = position as usize;
         let samples = (0..seqs.columns.len())
