@@ -89,6 +89,11 @@ impl<T: Element> InputColumn<T> {
     /// Whether sequence `seq` of `other` (same input) can be appended within
     /// [`MAX_COLUMN_ENTRIES`] samples and stored values.
     pub(crate) fn has_room_for(&self, other: &InputColumn<T>, seq: usize) -> bool {
+        self.has_room_within(other, seq, MAX_COLUMN_ENTRIES)
+    }
+
+    /// [`has_room_for`](Self::has_room_for) with a limit of `limit` (lowered in tests).
+    fn has_room_within(&self, other: &InputColumn<T>, seq: usize, limit: usize) -> bool {
         let samples =
             other.sequence_offsets[seq] as usize..other.sequence_offsets[seq + 1] as usize;
         let values = match self.format {
@@ -97,14 +102,15 @@ impl<T: Element> InputColumn<T> {
                 (other.sample_offsets[samples.end] - other.sample_offsets[samples.start]) as usize
             }
         };
-        self.room_for(samples.len(), values)
+        self.room_for(samples.len(), values, limit)
     }
 
-    /// Whether `samples` more samples holding `values` more stored values (sparse) fit.
-    fn room_for(&self, samples: usize, values: usize) -> bool {
-        let samples_fit = self.sample_count().saturating_add(samples) <= MAX_COLUMN_ENTRIES;
+    /// Whether `samples` more samples holding `values` more stored values (sparse) fit
+    /// within `limit`.
+    fn room_for(&self, samples: usize, values: usize, limit: usize) -> bool {
+        let samples_fit = self.sample_count().saturating_add(samples) <= limit;
         let values_fit = self.format == StorageFormat::Dense
-            || self.values.len().saturating_add(values) <= MAX_COLUMN_ENTRIES;
+            || self.values.len().saturating_add(values) <= limit;
         samples_fit && values_fit
     }
 
@@ -349,13 +355,22 @@ impl<T: Element> ParsedSequences<T> {
     /// Appends copies of all complete sequences of `other` (same inputs), or nothing when an
     /// input would then hold more than [`MAX_COLUMN_ENTRIES`] samples or stored values.
     pub fn append(&mut self, other: &ParsedSequences<T>) -> Result<(), ColumnOverflow> {
+        self.append_within(other, MAX_COLUMN_ENTRIES)
+    }
+
+    /// [`append`](Self::append) with a limit of `limit` (lowered in tests).
+    fn append_within(
+        &mut self,
+        other: &ParsedSequences<T>,
+        limit: usize,
+    ) -> Result<(), ColumnOverflow> {
         for (input, (mine, theirs)) in self.columns.iter().zip(&other.columns).enumerate() {
             let end = theirs.sequence_offsets[other.sequences.len()] as usize;
             let values = match theirs.format {
                 StorageFormat::Dense => 0,
                 StorageFormat::Sparse => theirs.sample_offsets[end] as usize,
             };
-            if !mine.room_for(end, values) {
+            if !mine.room_for(end, values, limit) {
                 return Err(ColumnOverflow { input });
             }
         }
@@ -413,5 +428,69 @@ impl<T: Element> ParsedSequences<T> {
             c.drain_sequences(n);
         }
         self.sequences.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::LineParser;
+
+    fn inputs() -> Vec<InputConfig> {
+        vec![InputConfig::dense("d", 2), InputConfig::sparse("s", 10)]
+    }
+
+    /// One sequence per line of `lines`, parsed.
+    fn parsed(lines: &[&str]) -> ParsedSequences<f32> {
+        let mut parser = LineParser::new(&inputs());
+        let mut out = ParsedSequences::new(&inputs());
+        for (n, line) in lines.iter().enumerate() {
+            let buf = format!("{line}\n");
+            let mut diags = Vec::new();
+            parser.parse_line(buf.as_bytes(), 0, 0, n as u64 + 1, &mut out, &mut diags);
+            assert!(diags.is_empty(), "{diags:?}");
+            out.commit_sequence(SequenceInfo {
+                key: n as u64,
+                line: n as u64 + 1,
+                counted_lines: 1,
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn room_counts_samples_and_stored_values_against_the_limit() {
+        // 2 samples of d; 2 samples of s holding 3 stored values.
+        let mine = parsed(&["|d 1 2 |s 1:1 2:2", "|d 3 4 |s 3:3"]);
+        let theirs = parsed(&["|d 5 6 |s 4:4 5:5"]);
+        let (d, s) = (&mine.columns[0], &mine.columns[1]);
+        // d: 2 + 1 samples; s: 2 + 1 samples, 3 + 2 values.
+        assert!(d.has_room_within(&theirs.columns[0], 0, 3));
+        assert!(!d.has_room_within(&theirs.columns[0], 0, 2));
+        assert!(s.has_room_within(&theirs.columns[1], 0, 5));
+        assert!(
+            !s.has_room_within(&theirs.columns[1], 0, 4),
+            "values past the limit"
+        );
+        assert!(d.has_room_for(&theirs.columns[0], 0));
+        assert!(s.has_room_for(&theirs.columns[1], 0));
+    }
+
+    #[test]
+    fn append_past_the_limit_changes_nothing() {
+        let theirs = parsed(&["|d 5 6 |s 4:4 5:5", "|d 7 8 |s 6:6"]);
+        let mut mine = parsed(&["|d 1 2 |s 1:1 2:2"]);
+        let before = mine.clone();
+        // s would hold 2 + 3 = 5 stored values.
+        assert_eq!(
+            mine.append_within(&theirs, 4),
+            Err(ColumnOverflow { input: 1 })
+        );
+        assert_eq!(mine, before);
+        mine.append_within(&theirs, 5).unwrap();
+        assert_eq!(mine.len(), 3);
+        assert_eq!(mine.columns[1].sample_offsets, [0, 2, 4, 5]);
+        assert_eq!(mine.columns[1].values, [1.0, 2.0, 4.0, 5.0, 6.0]);
+        assert_eq!(mine.columns[0].sequence_offsets, [0, 1, 2, 3]);
     }
 }
