@@ -46,6 +46,7 @@ use crate::sync::thread::{Builder, JoinHandle};
 // are immutable or self-locking and stay on `std`'s.
 use crate::sync::{Arc as ChunkArc, Arc as SharedArc, Mutex};
 use crate::timeline::checkpoint::{fingerprint, Checkpoint};
+use crate::timeline::order::{first_window_chunks, OrderSettings};
 use crate::timeline::schedule::MbSchedule;
 use crate::timeline::{Timeline, TimelineError};
 
@@ -202,6 +203,9 @@ struct Shared<T> {
     budget: Option<Budget>,
     /// Heap bytes of the largest minibatch packed so far.
     largest_minibatch: AtomicU64,
+    /// The most chunks the planner asks for before it has a sweep's order (see
+    /// [`head_start`]): the window's, or 0 when there is no head start.
+    head_start_chunks: usize,
 }
 
 /// [`PipelineOptions::memory_budget`], and what it must leave to other than the cache.
@@ -377,6 +381,11 @@ impl<T: Element> MinibatchSource<T> {
             pool: Arc::new(MinibatchPool::new(&config.inputs, pool_size)),
             budget,
             largest_minibatch: AtomicU64::new(0),
+            // A memory budget may hold less than the window: no loads ahead of the order.
+            head_start_chunks: match options.memory_budget {
+                None if config.randomize => window_chunks,
+                _ => 0,
+            },
             charging: Mutex::new(Charging::new(config, sink)),
             chunks_loaded: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
@@ -862,6 +871,11 @@ fn plan_into<T>(
         }
         planned.end();
     };
+    // Per part: 1 + the sweep it was last asked for in, 0 if never.
+    let mut requested_in = vec![0u64; shared.parts.parts.len()];
+    if !head_start(shared, loads, plan, &mut requested_in) {
+        return;
+    }
     let timeline = Timeline::new(Arc::clone(&shared.index), &shared.config);
     let Ok(mut timeline) = timeline else {
         finish(planned, batch);
@@ -870,8 +884,6 @@ fn plan_into<T>(
     timeline.set_partition(plan.rank, plan.workers);
     timeline.seek(plan.start);
     let mut ahead = timeline.clone();
-    // Per part: 1 + the sweep it was last asked for in, 0 if never.
-    let mut requested_in = vec![0u64; shared.parts.parts.len()];
     // Where the minibatches of `batch` start.
     let mut batch_start = 0;
     let mut first = true;
@@ -1031,6 +1043,39 @@ fn run_packer<T: Element>(
             }
         }
     }
+}
+
+/// At the start of a randomized sweep, asks for the parts of its first window (in the
+/// sweep's chunk order), from which its first sequences are drawn, before the sweep's order
+/// is computed, so that the loaders read them while the planner works (a serial step of a
+/// few milliseconds per 100,000 sequences). Not for a worker of several, which loads only
+/// some chunks, nor mid-sweep, nor under a memory budget (see `head_start_chunks`); false
+/// once shutting down.
+fn head_start<T>(
+    shared: &Shared<T>,
+    loads: &Sender<u32>,
+    plan: &Plan,
+    requested_in: &mut [u64],
+) -> bool {
+    let starts_sweep = plan.sweep_samples > 0 && plan.start % plan.sweep_samples == 0;
+    if shared.head_start_chunks == 0 || plan.workers > 1 || !starts_sweep || plan.start >= plan.end
+    {
+        return true;
+    }
+    let sweep = plan.start / plan.sweep_samples;
+    let settings = OrderSettings::of(&shared.config);
+    let planning = Instant::now();
+    let chunks = first_window_chunks(&shared.index, &settings, sweep);
+    add_time(&shared.plan_nanos, planning);
+    for &chunk in chunks.iter().take(shared.head_start_chunks) {
+        for part in shared.parts.of_chunk[chunk as usize].clone() {
+            requested_in[part as usize] = sweep + 1;
+            if !request_part(shared, loads, part) {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Asks for `part` to be loaded unless in memory or under way; false once shutting down.

@@ -11,7 +11,7 @@
 
 use crate::config::{RandomizerKind, ReaderConfig, WindowSize};
 use crate::index::CorpusIndex;
-use crate::randomize::{block, cntk, Window};
+use crate::randomize::{block, chunk_windows, cntk, Window};
 
 /// What shapes a sweep's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,6 +49,37 @@ pub struct SweepPlan {
     pub chunk_position: Vec<u32>,
 }
 
+/// The chunks (index ids) of the first randomization window of sweep `sweep`, in the
+/// sweep's chunk order: its first sequences are drawn from them alone. Cheap (the chunks are
+/// shuffled, no sequence is), so that loading can begin while [`sweep_order`] works.
+/// Empty when the order is not randomized.
+pub fn first_window_chunks(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) -> Vec<u32> {
+    if !settings.randomize {
+        return Vec::new();
+    }
+    let n = index.chunks.len();
+    let chunks = match settings.randomizer {
+        RandomizerKind::Block => block::chunk_order(n, settings.seed, sweep),
+        RandomizerKind::Cntk => cntk::chunk_order(n, settings.seed, sweep),
+    };
+    let samples: Vec<u64> = chunks
+        .iter()
+        .map(|&c| index.chunks[c as usize].samples)
+        .collect();
+    match chunk_windows(&samples, window_of(settings)).first() {
+        Some(first) => chunks[first.start as usize..first.end as usize].to_vec(),
+        None => Vec::new(),
+    }
+}
+
+/// The randomizer's window for `settings`.
+fn window_of(settings: &OrderSettings) -> Window {
+    match settings.window {
+        WindowSize::Chunks(n) => Window::Chunks(n),
+        WindowSize::Samples(n) => Window::Samples(n),
+    }
+}
+
 /// The order of sweep `sweep` of `index`.
 pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) -> SweepPlan {
     if !settings.randomize {
@@ -74,10 +105,7 @@ pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) ->
                 .collect()
         })
         .collect();
-    let window = match settings.window {
-        WindowSize::Chunks(n) => Window::Chunks(n),
-        WindowSize::Samples(n) => Window::Samples(n),
-    };
+    let window = window_of(settings);
     let order = match settings.randomizer {
         RandomizerKind::Block => block::sweep_order(&samples, window, settings.seed, sweep),
         RandomizerKind::Cntk => cntk::sweep_order(&samples, window, settings.seed, sweep),

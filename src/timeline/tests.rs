@@ -339,3 +339,53 @@ fn a_timeline_taking_sweep_orders_from_one_ahead_selects_the_same() {
     plain.seek(n);
     assert_eq!(run(&mut t, 5, end), run(&mut plain, 5, end));
 }
+
+#[test]
+fn the_first_sequences_of_a_sweep_come_from_its_first_window_chunks() {
+    let lengths: Vec<u32> = (0..60).map(|i| 1 + (i * 7) % 5).collect();
+    for randomizer in [RandomizerKind::Block, RandomizerKind::Cntk] {
+        for (window, sample_based) in [(1, false), (2, false), (3, false), (128, false), (9, true)]
+        {
+            let c = corpus(
+                &lengths,
+                24,
+                with(|c| {
+                    c.randomizer = randomizer;
+                    c.randomization_window = Some(window);
+                    c.sample_based_randomization_window = Some(sample_based);
+                }),
+            );
+            let settings = order::OrderSettings::of(&c.config);
+            for sweep in 0..3 {
+                let plan = order::sweep_order(&c.index, &settings, sweep);
+                let first = order::first_window_chunks(&c.index, &settings, sweep);
+                let what = format!("{randomizer:?} window {window} ({sample_based}) sweep {sweep}");
+                // They lead the sweep's chunk order...
+                for (k, &chunk) in first.iter().enumerate() {
+                    assert_eq!(plan.chunk_position[chunk as usize], k as u32, "{what}");
+                }
+                // ...and every sequence delivered in the first randomized chunk's span is
+                // drawn from one of them.
+                let leading = plan.chunk_position.iter().position(|&p| p == 0).unwrap();
+                let span = c.index.chunks[leading]
+                    .sequences
+                    .clone()
+                    .filter(|&o| c.index.sequences[o as usize].samples > 0)
+                    .count();
+                assert!(span > 0 && !first.is_empty(), "{what}");
+                for &ordinal in &plan.sequences[..span] {
+                    let home = c
+                        .index
+                        .chunks
+                        .iter()
+                        .position(|ch| ch.sequences.contains(&ordinal));
+                    assert!(first.contains(&(home.unwrap() as u32)), "{what}: {ordinal}");
+                }
+            }
+        }
+    }
+    // Not randomized: nothing to load ahead of the order.
+    let c = corpus(&lengths, 24, with(|c| c.randomize = false));
+    let settings = order::OrderSettings::of(&c.config);
+    assert!(order::first_window_chunks(&c.index, &settings, 0).is_empty());
+}
