@@ -447,8 +447,13 @@ pub fn read_all<T: Element>(config: &ReaderConfig, policy: ErrorPolicy) -> ReadO
             Ok(Some(batch)) => {
                 if let Err(overflow) = sequences.append(batch) {
                     let name = &config.inputs[overflow.input].name;
+                    // A composite reader has no current file: name the corpus.
+                    let file = match reader.current_name.as_str() {
+                        "" => "the corpus".to_string(),
+                        current => current.to_string(),
+                    };
                     break Some(ReadError::Fatal {
-                        file: reader.current_name.clone(),
+                        file,
                         error: FatalDataError {
                             line: 0,
                             col: 0,
