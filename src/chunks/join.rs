@@ -35,6 +35,9 @@ struct JoinedLoader<T> {
     staged: ParsedSequences<T>,
     /// Per valid primary sequence of the part: its sequence in `staged`, or [`NO_SLOT`].
     slots: Vec<u32>,
+    /// Most samples and stored values a column of `staged` holds ([`MAX_COLUMN_ENTRIES`];
+    /// lowered in tests).
+    max_entries: usize,
 }
 
 /// Joins parsed primary parts with the joined deserializers' sequences.
@@ -73,6 +76,7 @@ impl<T: Element> Joiner<T> {
                     run: ParsedChunk::new(&own.inputs),
                     staged: ParsedSequences::new(&own.inputs),
                     slots: Vec::new(),
+                    max_entries: MAX_COLUMN_ENTRIES,
                 }
             })
             .collect();
@@ -361,7 +365,7 @@ fn read_runs<T: Element>(
             let parsed = &jl.run.sequences;
             if parsed.sequences.get(valid).is_some_and(|s| s.line == line) {
                 let fits = (jl.staged.columns.iter().zip(&parsed.columns))
-                    .all(|(to, from)| to.has_room_for(from, valid));
+                    .all(|(to, from)| to.has_room_within(from, valid, jl.max_entries));
                 if fits {
                     jl.slots[v] = jl.staged.len() as u32;
                     for (to, from) in jl.staged.columns.iter_mut().zip(&parsed.columns) {
@@ -379,9 +383,9 @@ fn read_runs<T: Element>(
                         1,
                         format!(
                             "the sequence with key {} is too large: with the other sequences \
-                             joined to its part it holds more than {MAX_COLUMN_ENTRIES} samples \
-                             or stored values of one input",
-                            entry.key
+                             joined to its part it holds more than {} samples or stored values \
+                             of one input",
+                            entry.key, jl.max_entries
                         ),
                     ));
                     found.push(error.clone());
@@ -409,4 +413,52 @@ fn read_runs<T: Element>(
         start = end;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::InputConfig;
+    use crate::index::build::{build_index, CacheMode, IndexingOptions};
+
+    #[test]
+    fn a_joined_sequence_past_the_column_limit_fails_its_primary_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        let (x, y) = (dir.path().join("x.ctf"), dir.path().join("y.ctf"));
+        std::fs::write(&x, "0 |x 1\n1 |x 2\n2 |x 3\n").unwrap();
+        // Key 9, which no primary sequence has, splits the reads into two runs, so that the
+        // joined sequences are staged one by one (a single run is taken whole).
+        std::fs::write(&y, "0 |y 1:1\n9 |y 5:1\n1 |y 1:1 2:1 3:1\n2 |y 4:1\n").unwrap();
+        let config = ReaderConfig::builder()
+            .file(x.to_string_lossy())
+            .input(InputConfig::dense("x", 1))
+            .then_deserializer()
+            .file(y.to_string_lossy())
+            .input(InputConfig::sparse("y", 7))
+            .build()
+            .unwrap();
+        let mut options = IndexingOptions::for_config(&config);
+        options.cache = CacheMode::Off;
+        let index = build_index(&config, &options).unwrap().index;
+        let mut loader = ChunkLoader::<f32>::new(index, &config);
+        let mut into = ParsedChunk::new(&config.inputs);
+        // Staged in key order: 1 value, then 3 (past a limit of 3 with the first), then 1.
+        loader.joiner.as_mut().unwrap().joined[0].max_entries = 3;
+        loader.load(0, &mut into).unwrap();
+        let keys: Vec<u64> = into.sequences.sequences.iter().map(|s| s.key).collect();
+        assert_eq!(keys, [0, 2]);
+        assert_eq!(into.sequences.columns[1].values, [1.0, 1.0]);
+        assert_eq!(into.sequences.columns[1].indices, [1, 4]);
+        assert_eq!(into.invalid.len(), 1);
+        assert_eq!(into.invalid[0].key, 1);
+        let error = &into.invalid[0].first_error;
+        assert!(error.message.contains("key 1 is too large"), "{error:?}");
+        assert_eq!(error.line, 2, "filed under the primary sequence's line");
+        let at = error
+            .joined_at
+            .as_ref()
+            .expect("the joined file's own position");
+        assert_eq!((at.line, at.col), (3, 1));
+        assert!(into.diagnostics.contains(error));
+    }
 }

@@ -86,14 +86,9 @@ impl<T: Element> InputColumn<T> {
             .reserve_exact(other.sequence_offsets.len());
     }
 
-    /// Whether sequence `seq` of `other` (same input) can be appended within
-    /// [`MAX_COLUMN_ENTRIES`] samples and stored values.
-    pub(crate) fn has_room_for(&self, other: &InputColumn<T>, seq: usize) -> bool {
-        self.has_room_within(other, seq, MAX_COLUMN_ENTRIES)
-    }
-
-    /// [`has_room_for`](Self::has_room_for) with a limit of `limit` (lowered in tests).
-    fn has_room_within(&self, other: &InputColumn<T>, seq: usize, limit: usize) -> bool {
+    /// Whether sequence `seq` of `other` (same input) can be appended within `limit` samples
+    /// and stored values ([`MAX_COLUMN_ENTRIES`], or lower in tests).
+    pub(crate) fn has_room_within(&self, other: &InputColumn<T>, seq: usize, limit: usize) -> bool {
         let samples =
             other.sequence_offsets[seq] as usize..other.sequence_offsets[seq + 1] as usize;
         let values = match self.format {
@@ -115,7 +110,7 @@ impl<T: Element> InputColumn<T> {
     }
 
     /// Appends the samples of sequence `seq` of `other` (same input) as one more sequence;
-    /// the caller has checked [`has_room_for`](Self::has_room_for).
+    /// the caller has checked [`has_room_within`](Self::has_room_within).
     pub(crate) fn push_sequence_of(&mut self, other: &InputColumn<T>, seq: usize) {
         let samples =
             other.sequence_offsets[seq] as usize..other.sequence_offsets[seq + 1] as usize;
@@ -472,8 +467,8 @@ mod tests {
             !s.has_room_within(&theirs.columns[1], 0, 4),
             "values past the limit"
         );
-        assert!(d.has_room_for(&theirs.columns[0], 0));
-        assert!(s.has_room_for(&theirs.columns[1], 0));
+        assert!(d.has_room_within(&theirs.columns[0], 0, MAX_COLUMN_ENTRIES));
+        assert!(s.has_room_within(&theirs.columns[1], 0, MAX_COLUMN_ENTRIES));
     }
 
     #[test]
