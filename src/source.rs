@@ -25,7 +25,7 @@ pub use crate::pipeline::engine::{MinibatchSource, PipelineOptions};
 use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::{ReaderConfig, WindowSize};
 use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
-use crate::index::{CorpusIndex, IndexError};
+use crate::index::{CorpusIndex, IndexError, SequenceEntry};
 use crate::minibatch::{Minibatch, MinibatchPool, PackError, PooledMinibatch};
 use crate::parser::Element;
 use crate::reader::{DiagnosticSink, ErrorBudget, ReadError};
@@ -640,24 +640,26 @@ fn positions_of<T>(index: &CorpusIndex, chunk: u32, parsed: &ParsedChunk<T>) -> 
     let c = index.chunk(chunk);
     let valid = &parsed.sequences.sequences;
     let part = parsed.part.start as usize..parsed.part.end as usize;
+    let entries = &index.chunk_sequences(chunk)[part];
+    let line_of = |entry: &SequenceEntry| c.first_line + u64::from(entry.line);
+    // Every sequence valid, each at its own position: nothing to map (checked without
+    // building the map).
+    if valid.len() == entries.len() && valid.iter().zip(entries).all(|(s, e)| s.line == line_of(e))
+    {
+        return Vec::new();
+    }
     let mut next = 0;
-    let positions: Vec<u32> = index.chunk_sequences(chunk)[part]
+    entries
         .iter()
         .map(|entry| {
-            let line = c.first_line + u64::from(entry.line);
-            if valid.get(next).is_some_and(|s| s.line == line) {
+            if valid.get(next).is_some_and(|s| s.line == line_of(entry)) {
                 next += 1;
                 (next - 1) as u32
             } else {
                 u32::MAX
             }
         })
-        .collect();
-    let identity = positions.iter().enumerate().all(|(i, &p)| p as usize == i);
-    match identity {
-        true => Vec::new(),
-        false => positions,
-    }
+        .collect()
 }
 
 /// The global position where reading stops.

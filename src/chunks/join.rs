@@ -363,10 +363,11 @@ fn read_runs<T: Element>(
                 continue;
             }
             let parsed = &jl.run.sequences;
-            if parsed.sequences.get(valid).is_some_and(|s| s.line == line) {
+            // An error of the join itself (not one of the joined file's), if any.
+            let refused = if parsed.sequences.get(valid).is_some_and(|s| s.line == line) {
                 let fits = (jl.staged.columns.iter().zip(&parsed.columns))
                     .all(|(to, from)| to.has_room_within(from, valid, jl.max_entries));
-                if fits {
+                let refused = if fits {
                     jl.slots[v] = jl.staged.len() as u32;
                     for (to, from) in jl.staged.columns.iter_mut().zip(&parsed.columns) {
                         to.push_sequence_of(from, valid);
@@ -374,38 +375,30 @@ fn read_runs<T: Element>(
                     let info = parsed.sequences[valid];
                     jl.staged.sequences.push(info);
                     counted[v] = counted[v].max(info.counted_lines);
+                    None
                 } else {
                     // The columns' offsets are 32-bit (`MAX_COLUMN_ENTRIES`); the sequences
                     // joined to one primary part cannot hold more.
-                    let error = relocate(&Diagnostic::new(
-                        Severity::Error,
-                        line,
-                        1,
-                        format!(
-                            "the sequence with key {} is too large: with the other sequences \
-                             joined to its part it holds more than {} samples or stored values \
-                             of one input",
-                            entry.key, jl.max_entries
-                        ),
-                    ));
-                    found.push(error.clone());
-                    failed[v] = Some(error);
-                }
+                    Some(format!(
+                        "the sequence with key {} is too large: with the other sequences joined \
+                         to its part it holds more than {} samples or stored values of one input",
+                        entry.key, jl.max_entries
+                    ))
+                };
                 valid += 1;
+                refused
             } else if jl.run.invalid.get(invalid).is_some_and(|s| s.line == line) {
                 failed[v] = Some(relocate(&jl.run.invalid[invalid].first_error));
                 invalid += 1;
+                None
             } else {
-                let error = relocate(&Diagnostic::new(
-                    Severity::Error,
-                    line,
-                    1,
-                    format!(
-                        "the sequence with key {} holds no input of this file's \
-                         deserializer",
-                        entry.key
-                    ),
-                ));
+                Some(format!(
+                    "the sequence with key {} holds no input of this file's deserializer",
+                    entry.key
+                ))
+            };
+            if let Some(message) = refused {
+                let error = relocate(&Diagnostic::new(Severity::Error, line, 1, message));
                 found.push(error.clone());
                 failed[v] = Some(error);
             }

@@ -5,6 +5,8 @@
 //! row indices of all samples back to back, with per-sample start offsets. Every input also
 //! records where each sequence's samples start, so a sequence's data is a slice of each column.
 
+use std::ops::Range;
+
 use crate::config::{InputConfig, StorageFormat};
 use crate::parser::number::Element;
 
@@ -89,15 +91,35 @@ impl<T: Element> InputColumn<T> {
     /// Whether sequence `seq` of `other` (same input) can be appended within `limit` samples
     /// and stored values ([`MAX_COLUMN_ENTRIES`], or lower in tests).
     pub(crate) fn has_room_within(&self, other: &InputColumn<T>, seq: usize, limit: usize) -> bool {
-        let samples =
-            other.sequence_offsets[seq] as usize..other.sequence_offsets[seq + 1] as usize;
+        let (samples, values) = other.span(seq);
         let values = match self.format {
             StorageFormat::Dense => 0,
-            StorageFormat::Sparse => {
-                (other.sample_offsets[samples.end] - other.sample_offsets[samples.start]) as usize
-            }
+            StorageFormat::Sparse => values.len(),
         };
         self.room_for(samples.len(), values, limit)
+    }
+
+    /// Whether the column holds `limit` samples already: no sample more fits (without the
+    /// division of [`sample_count`](Self::sample_count), as the parser asks per sample).
+    #[inline]
+    pub(crate) fn is_full(&self, limit: usize) -> bool {
+        match self.format {
+            StorageFormat::Dense => self.values.len() >= limit.saturating_mul(self.dim.max(1)),
+            StorageFormat::Sparse => self.sample_offsets.len() > limit,
+        }
+    }
+
+    /// The samples of sequence `seq`, and their range in `values` (and `indices`).
+    fn span(&self, seq: usize) -> (Range<usize>, Range<usize>) {
+        let samples = self.sequence_offsets[seq] as usize..self.sequence_offsets[seq + 1] as usize;
+        let values = match self.format {
+            StorageFormat::Dense => samples.start * self.dim..samples.end * self.dim,
+            StorageFormat::Sparse => {
+                self.sample_offsets[samples.start] as usize
+                    ..self.sample_offsets[samples.end] as usize
+            }
+        };
+        (samples, values)
     }
 
     /// Whether `samples` more samples holding `values` more stored values (sparse) fit
@@ -112,27 +134,17 @@ impl<T: Element> InputColumn<T> {
     /// Appends the samples of sequence `seq` of `other` (same input) as one more sequence;
     /// the caller has checked [`has_room_within`](Self::has_room_within).
     pub(crate) fn push_sequence_of(&mut self, other: &InputColumn<T>, seq: usize) {
-        let samples =
-            other.sequence_offsets[seq] as usize..other.sequence_offsets[seq + 1] as usize;
-        match self.format {
-            StorageFormat::Dense => {
-                let dim = self.dim;
-                self.values
-                    .extend_from_slice(&other.values[samples.start * dim..samples.end * dim]);
-            }
-            StorageFormat::Sparse => {
-                let entries = other.sample_offsets[samples.start] as usize
-                    ..other.sample_offsets[samples.end] as usize;
-                let (from, to) = (entries.start, self.values.len());
-                self.values
-                    .extend_from_slice(&other.values[entries.clone()]);
-                self.indices.extend_from_slice(&other.indices[entries]);
-                self.sample_offsets.extend(
-                    other.sample_offsets[samples.start + 1..=samples.end]
-                        .iter()
-                        .map(|&o| offset(o as usize - from + to)),
-                );
-            }
+        let (samples, entries) = other.span(seq);
+        let (from, to) = (entries.start, self.values.len());
+        self.values
+            .extend_from_slice(&other.values[entries.clone()]);
+        if self.format == StorageFormat::Sparse {
+            self.indices.extend_from_slice(&other.indices[entries]);
+            self.sample_offsets.extend(
+                other.sample_offsets[samples.start + 1..=samples.end]
+                    .iter()
+                    .map(|&o| offset(o as usize - from + to)),
+            );
         }
         let n = self.sample_count();
         self.sequence_offsets.push(offset(n));

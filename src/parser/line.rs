@@ -315,7 +315,7 @@ impl LineParser {
                 continue;
             }
             self.seen_on[input] = self.stamp;
-            if out.columns[input].sample_count() >= self.max_entries {
+            if out.columns[input].is_full(self.max_entries) {
                 report.error(
                     pipe,
                     format!(

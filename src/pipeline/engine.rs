@@ -204,7 +204,8 @@ struct Shared<T> {
     /// Heap bytes of the largest minibatch packed so far.
     largest_minibatch: AtomicU64,
     /// The most chunks the planner asks for before it has a sweep's order (see
-    /// [`head_start`]): the window's, or 0 when there is no head start.
+    /// [`head_start`]): the window's, or 0 under a memory budget. An order that is not
+    /// randomized has no first window to ask for.
     head_start_chunks: usize,
 }
 
@@ -383,8 +384,8 @@ impl<T: Element> MinibatchSource<T> {
             largest_minibatch: AtomicU64::new(0),
             // A memory budget may hold less than the window: no loads ahead of the order.
             head_start_chunks: match options.memory_budget {
-                None if config.randomize => window_chunks,
-                _ => 0,
+                None => window_chunks,
+                Some(_) => 0,
             },
             charging: Mutex::new(Charging::new(config, sink)),
             chunks_loaded: AtomicU64::new(0),
@@ -920,12 +921,8 @@ fn plan_into<T>(
             };
             for &ordinal in &next.sequences {
                 let part = shared.parts.part_of_ordinal(&shared.index, ordinal);
-                let asked = &mut requested_in[part as usize];
-                if *asked != sweep + 1 {
-                    *asked = sweep + 1;
-                    if !request_part(shared, loads, part) {
-                        return;
-                    }
+                if !request_once(shared, loads, requested_in.as_mut_slice(), part, sweep) {
+                    return;
                 }
             }
         }
@@ -1069,13 +1066,29 @@ fn head_start<T>(
     add_time(&shared.plan_nanos, planning);
     for &chunk in chunks.iter().take(shared.head_start_chunks) {
         for part in shared.parts.of_chunk[chunk as usize].clone() {
-            requested_in[part as usize] = sweep + 1;
-            if !request_part(shared, loads, part) {
+            if !request_once(shared, loads, requested_in, part, sweep) {
                 return false;
             }
         }
     }
     true
+}
+
+/// Asks for `part` unless already asked for in `sweep` (`requested_in`: per part, 1 + the
+/// sweep it was last asked for in); false once shutting down.
+fn request_once<T>(
+    shared: &Shared<T>,
+    loads: &Sender<u32>,
+    requested_in: &mut [u64],
+    part: u32,
+    sweep: u64,
+) -> bool {
+    let asked = &mut requested_in[part as usize];
+    if *asked == sweep + 1 {
+        return true;
+    }
+    *asked = sweep + 1;
+    request_part(shared, loads, part)
 }
 
 /// Asks for `part` to be loaded unless in memory or under way; false once shutting down.
