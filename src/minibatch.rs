@@ -264,12 +264,14 @@ impl<T: Element> StreamData<T> {
         held: u64,
         max_sparse_values: usize,
     ) -> Result<(), PackError> {
-        let offsets = &col.sample_offsets[span.samples.start..=span.samples.end];
-        if offsets.windows(2).any(|w| w[0] > w[1]) {
-            return Err(PackError::Inconsistent {
-                input,
-                what: "sample offsets",
-            });
+        if !col.single_entries {
+            let offsets = &col.sample_offsets[span.samples.start..=span.samples.end];
+            if offsets.windows(2).any(|w| w[0] > w[1]) {
+                return Err(PackError::Inconsistent {
+                    input,
+                    what: "sample offsets",
+                });
+            }
         }
         let total = held + span.values.len() as u64;
         if total > max_sparse_values as u64 {
@@ -296,15 +298,25 @@ impl<T: Element> StreamData<T> {
             StorageFormat::Sparse => {
                 let base = self.values.len();
                 let first = values.start;
-                self.values.extend_from_slice(&col.values[values.clone()]);
+                if col.unit_values {
+                    self.values.resize(base + values.len(), T::ONE);
+                } else {
+                    self.values.extend_from_slice(&col.values[values.clone()]);
+                }
                 self.row_indices.extend_from_slice(&col.indices[values]);
-                // The check saw the offsets non-decreasing and `base + their span` within
-                // `u32::MAX`, so neither the subtraction nor the conversion loses anything.
-                self.column_starts.extend(
-                    col.sample_offsets[samples.start + 1..=samples.end]
-                        .iter()
-                        .map(|&o| (o as usize - first + base) as u32),
-                );
+                if col.single_entries {
+                    self.column_starts
+                        .extend((base + 1..=base + samples.len()).map(|o| o as u32));
+                } else {
+                    // The check saw the offsets non-decreasing and `base + their span`
+                    // within `u32::MAX`, so neither the subtraction nor the conversion
+                    // loses anything.
+                    self.column_starts.extend(
+                        col.sample_offsets[samples.start + 1..=samples.end]
+                            .iter()
+                            .map(|&o| (o as usize - first + base) as u32),
+                    );
+                }
             }
         }
         self.samples += samples.len();
@@ -372,6 +384,12 @@ fn values_of<T>(
                 _ => return Err(bad("sequence offsets")),
             }
         }
+        StorageFormat::Sparse if col.single_entries => {
+            if samples.end > col.indices.len() {
+                return Err(bad("sample offsets"));
+            }
+            samples.clone()
+        }
         StorageFormat::Sparse => {
             match (
                 col.sample_offsets.get(samples.start),
@@ -379,7 +397,7 @@ fn values_of<T>(
             ) {
                 (Some(&a), Some(&b))
                     if a <= b
-                        && b as usize <= col.values.len()
+                        && (col.unit_values || b as usize <= col.values.len())
                         && b as usize <= col.indices.len() =>
                 {
                     a as usize..b as usize
@@ -1136,11 +1154,11 @@ mod tests {
         };
         let sparse_sample = |p: &mut ParsedSequences<f32>, entries: &[(u32, f32)]| {
             let y = &mut p.columns[1];
+            let start = y.entry_count();
             for &(i, v) in entries {
-                y.indices.push(i);
-                y.values.push(v);
+                y.push_entry(i, v);
             }
-            y.sample_offsets.push(y.values.len() as u32);
+            y.end_sparse_sample(start);
         };
         p.columns[0].values.extend([1.0, 2.0, 3.0, 4.0]);
         sparse_sample(&mut p, &[(1, 5.0)]);
@@ -1151,6 +1169,51 @@ mod tests {
         p.columns[0].values.extend([5.0, 6.0]);
         p.commit_sequence(info(12));
         (inputs, p)
+    }
+
+    /// One-hot `b`: its values and sample offsets are left implicit by the parser.
+    const ONE_HOT: &str = "\
+3 |a 1 1 1 |b 2:1 |c 4
+3 |a 2 2 2 |b 7:1
+8 |a 0 0 0 |b 0:1 |c 5
+";
+
+    #[test]
+    fn implicit_and_stored_columns_pack_into_one_minibatch() {
+        let inputs = mixed_inputs();
+        let one_hot = parse::<f32>(&inputs, ONE_HOT);
+        assert_eq!(one_hot.columns[1].values(), None, "the values are implicit");
+        let mixed = parse::<f32>(&inputs, MIXED);
+        assert!(mixed.columns[1].values().is_some());
+        // Both sources as one, and the same sequences in that numbering.
+        let mut combined = one_hot.clone();
+        combined.append(&mixed).unwrap();
+        let items = [
+            (&one_hot, 0),
+            (&mixed, 2),
+            (&one_hot, 1),
+            (&mixed, 0),
+            (&mixed, 1),
+            (&one_hot, 0),
+        ];
+        let order: Vec<usize> = items
+            .iter()
+            .map(|&(from, seq)| {
+                if std::ptr::eq(from, &one_hot) {
+                    seq
+                } else {
+                    one_hot.len() + seq
+                }
+            })
+            .collect();
+        let mut batched = Minibatch::new(&inputs);
+        batched.push_sequences(&items).unwrap();
+        assert_matches_reference(&batched, &combined, &order);
+        let mut one_by_one = Minibatch::new(&inputs);
+        for &(from, seq) in &items {
+            one_by_one.push_sequence(from, seq).unwrap();
+        }
+        assert_eq!(one_by_one, batched);
     }
 
     #[test]

@@ -413,6 +413,7 @@ mod tests {
     use super::*;
     use crate::config::InputConfig;
     use crate::index::build::{build_index, CacheMode, IndexingOptions};
+    use crate::parser::Sample;
 
     #[test]
     fn a_joined_sequence_past_the_column_limit_fails_its_primary_sequence() {
@@ -440,8 +441,13 @@ mod tests {
         loader.load(0, &mut into).unwrap();
         let keys: Vec<u64> = into.sequences.sequences.iter().map(|s| s.key).collect();
         assert_eq!(keys, [0, 2]);
-        assert_eq!(into.sequences.columns[1].values, [1.0, 1.0]);
-        assert_eq!(into.sequences.columns[1].indices, [1, 4]);
+        let y = &into.sequences.columns[1];
+        let samples: Vec<Sample<'_, f32>> = (0..y.sample_count()).map(|i| y.sample(i)).collect();
+        let one = |index| Sample::Sparse {
+            indices: std::slice::from_ref(index),
+            values: &[1.0][..],
+        };
+        assert_eq!(samples, [one(&1), one(&4)]);
         assert_eq!(into.invalid.len(), 1);
         assert_eq!(into.invalid[0].key, 1);
         let error = &into.invalid[0].first_error;

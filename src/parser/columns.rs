@@ -2,8 +2,10 @@
 //! sequence by sequence, with no allocation per value.
 //!
 //! Dense inputs store `samples x dim` values contiguously. Sparse inputs store the values and
-//! row indices of all samples back to back, with per-sample start offsets. Every input also
-//! records where each sequence's samples start, so a sequence's data is a slice of each column.
+//! row indices of all samples back to back, with per-sample start offsets, but leave out the
+//! values while all are one and the offsets while every sample holds one value (one-hot data,
+//! see [`InputColumn`]). Every input also records where each sequence's samples start, so a
+//! sequence's data is a range of each column.
 
 use std::ops::Range;
 
@@ -18,41 +20,69 @@ use crate::parser::number::Element;
 pub const MAX_COLUMN_ENTRIES: usize = u32::MAX as usize;
 
 /// The parsed samples of one input for a run of sequences.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// A sparse column stores less for the most common sparse data, one-hot samples, without
+/// changing what it holds: while every stored value is one, the values are not stored, and
+/// while every sample holds exactly one stored value, the sample offsets are not stored. The
+/// first value other than one, or the first sample of another size, writes out what was
+/// implicit so far. A one-hot sample then costs 4 bytes (its index) instead of 12, which is
+/// less memory to fault in, to cache and to read again when packing.
+#[derive(Clone, Debug)]
 pub struct InputColumn<T> {
     /// Dense or sparse.
     pub format: StorageFormat,
     /// Values per dense sample, or the exclusive index bound of a sparse input.
     pub dim: usize,
-    /// Dense: `samples x dim` values. Sparse: the stored values of all samples.
-    pub values: Vec<T>,
-    /// Sparse only: the index of each stored value (same length as `values`).
-    pub indices: Vec<u32>,
-    /// Sparse only: start of each sample in `values`; one more entry than samples (at most
-    /// [`MAX_COLUMN_ENTRIES`]).
-    pub sample_offsets: Vec<u32>,
+    /// Dense: `samples x dim` values. Sparse: the stored values of all samples, or nothing
+    /// while `unit_values`.
+    pub(crate) values: Vec<T>,
+    /// Sparse only: the index of each stored value.
+    pub(crate) indices: Vec<u32>,
+    /// Sparse only, and nothing while `single_entries`: start of each sample in `indices`,
+    /// one more entry than samples (at most [`MAX_COLUMN_ENTRIES`]).
+    pub(crate) sample_offsets: Vec<u32>,
     /// Start of each sequence, in samples of this input; one more entry than sequences.
-    pub sequence_offsets: Vec<u32>,
+    pub(crate) sequence_offsets: Vec<u32>,
+    /// Sparse: every stored value is one, and `values` is empty.
+    pub(crate) unit_values: bool,
+    /// Sparse: every sample holds exactly one stored value (sample `i` is stored value `i`),
+    /// and `sample_offsets` is empty.
+    pub(crate) single_entries: bool,
+    /// Sparse while `unit_values`: ones, at least as many as any sample holds, lent to
+    /// [`sample`](Self::sample) as a sample's values.
+    ones: Vec<T>,
 }
 
-impl<T: Element> InputColumn<T> {
-    fn new(input: &InputConfig) -> Self {
-        InputColumn {
-            format: input.format,
-            dim: input.dim,
-            values: Vec::new(),
-            indices: Vec::new(),
-            sample_offsets: vec![0],
-            sequence_offsets: vec![0],
-        }
+impl<T: PartialEq> PartialEq for InputColumn<T> {
+    /// Columns are equal when they hold the same samples in the same sequences, whatever
+    /// they left implicit.
+    fn eq(&self, other: &Self) -> bool {
+        self.format == other.format
+            && self.dim == other.dim
+            && self.sequence_offsets == other.sequence_offsets
+            && self.sample_count() == other.sample_count()
+            && (0..self.sample_count()).all(|i| self.sample(i) == other.sample(i))
     }
+}
 
+impl<T> InputColumn<T> {
     /// Number of samples held (all sequences, including one being parsed).
     #[inline]
     pub fn sample_count(&self) -> usize {
         match self.format {
             StorageFormat::Dense => self.values.len() / self.dim.max(1),
+            StorageFormat::Sparse if self.single_entries => self.indices.len(),
             StorageFormat::Sparse => self.sample_offsets.len() - 1,
+        }
+    }
+
+    /// Start of sample `sample` among the stored values of a sparse column.
+    #[inline]
+    fn entry_start(&self, sample: usize) -> usize {
+        if self.single_entries {
+            sample
+        } else {
+            self.sample_offsets[sample] as usize
         }
     }
 
@@ -61,19 +91,84 @@ impl<T: Element> InputColumn<T> {
         match self.format {
             StorageFormat::Dense => Sample::Dense(&self.values[i * self.dim..(i + 1) * self.dim]),
             StorageFormat::Sparse => {
-                let range = self.sample_offsets[i] as usize..self.sample_offsets[i + 1] as usize;
+                let range = self.entry_start(i)..self.entry_start(i + 1);
+                let values = if self.unit_values {
+                    &self.ones[..range.len()]
+                } else {
+                    &self.values[range.clone()]
+                };
                 Sample::Sparse {
-                    indices: &self.indices[range.clone()],
-                    values: &self.values[range],
+                    indices: &self.indices[range],
+                    values,
                 }
             }
         }
+    }
+}
+
+impl<T: Element> InputColumn<T> {
+    fn new(input: &InputConfig) -> Self {
+        let sparse = input.format == StorageFormat::Sparse;
+        InputColumn {
+            format: input.format,
+            dim: input.dim,
+            values: Vec::new(),
+            indices: Vec::new(),
+            sample_offsets: Vec::new(),
+            sequence_offsets: vec![0],
+            unit_values: sparse,
+            single_entries: sparse,
+            ones: Vec::new(),
+        }
+    }
+
+    /// Number of values held: `samples x dim` of a dense input, the stored values of a
+    /// sparse one.
+    #[inline]
+    pub fn entry_count(&self) -> usize {
+        match self.format {
+            StorageFormat::Dense => self.values.len(),
+            StorageFormat::Sparse => self.indices.len(),
+        }
+    }
+
+    /// Where the values of `samples` are among the [`entry_count`](Self::entry_count)
+    /// values, or `None` when `samples` is not a range of the samples held.
+    pub fn entries_of(&self, samples: Range<usize>) -> Option<Range<usize>> {
+        (samples.start <= samples.end && samples.end <= self.sample_count())
+            .then(|| self.entries_within(samples))
+    }
+
+    /// [`entries_of`](Self::entries_of) for a range of the samples held.
+    #[inline]
+    fn entries_within(&self, samples: Range<usize>) -> Range<usize> {
+        match self.format {
+            StorageFormat::Dense => samples.start * self.dim..samples.end * self.dim,
+            StorageFormat::Sparse => self.entry_start(samples.start)..self.entry_start(samples.end),
+        }
+    }
+
+    /// Start of each sequence, in samples; one more entry than sequences (the last one is
+    /// the start of a sequence still being parsed, if any).
+    pub fn sequence_offsets(&self) -> &[u32] {
+        &self.sequence_offsets
+    }
+
+    /// A sparse input's index of each stored value (empty for a dense input).
+    pub fn indices(&self) -> &[u32] {
+        &self.indices
+    }
+
+    /// The values, one per [`entry_count`](Self::entry_count); `None` for a sparse input
+    /// whose every stored value is one, which are then not stored.
+    pub fn values(&self) -> Option<&[T]> {
+        (!self.unit_values).then_some(&self.values[..])
     }
 
     /// Bytes its buffers hold on the heap (their capacity).
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.values.capacity() * size_of::<T>()
+        (self.values.capacity() + self.ones.capacity()) * size_of::<T>()
             + self.indices.capacity() * size_of::<u32>()
             + (self.sample_offsets.capacity() + self.sequence_offsets.capacity()) * size_of::<u32>()
     }
@@ -105,20 +200,14 @@ impl<T: Element> InputColumn<T> {
     pub(crate) fn is_full(&self, limit: usize) -> bool {
         match self.format {
             StorageFormat::Dense => self.values.len() >= limit.saturating_mul(self.dim.max(1)),
-            StorageFormat::Sparse => self.sample_offsets.len() > limit,
+            StorageFormat::Sparse => self.sample_count() >= limit,
         }
     }
 
-    /// The samples of sequence `seq`, and their range in `values` (and `indices`).
+    /// The samples of sequence `seq`, and their range among the values (and `indices`).
     fn span(&self, seq: usize) -> (Range<usize>, Range<usize>) {
         let samples = self.sequence_offsets[seq] as usize..self.sequence_offsets[seq + 1] as usize;
-        let values = match self.format {
-            StorageFormat::Dense => samples.start * self.dim..samples.end * self.dim,
-            StorageFormat::Sparse => {
-                self.sample_offsets[samples.start] as usize
-                    ..self.sample_offsets[samples.end] as usize
-            }
-        };
+        let values = self.entries_within(samples.clone());
         (samples, values)
     }
 
@@ -127,24 +216,120 @@ impl<T: Element> InputColumn<T> {
     fn room_for(&self, samples: usize, values: usize, limit: usize) -> bool {
         let samples_fit = self.sample_count().saturating_add(samples) <= limit;
         let values_fit = self.format == StorageFormat::Dense
-            || self.values.len().saturating_add(values) <= limit;
+            || self.indices.len().saturating_add(values) <= limit;
         samples_fit && values_fit
+    }
+
+    /// Appends a stored value of the sparse sample being read.
+    #[inline]
+    pub(crate) fn push_entry(&mut self, index: u32, value: T) {
+        if !self.unit_values {
+            self.values.push(value);
+        } else if value != T::ONE {
+            self.store_values();
+            self.values.push(value);
+        }
+        self.indices.push(index);
+    }
+
+    /// Drops the stored values after the first `entries` (of a sparse sample that failed).
+    #[inline]
+    pub(crate) fn truncate_entries(&mut self, entries: usize) {
+        self.indices.truncate(entries);
+        if !self.unit_values {
+            self.values.truncate(entries);
+        }
+    }
+
+    /// Ends the sparse sample being read, whose stored values start at `start`.
+    #[inline]
+    pub(crate) fn end_sparse_sample(&mut self, start: usize) {
+        let end = self.indices.len();
+        if !self.single_entries {
+            self.sample_offsets.push(offset(end));
+        } else if end - start != 1 {
+            // Every sample before this one held one stored value: `start` of them.
+            self.store_sample_offsets(start);
+            self.sample_offsets.push(offset(end));
+        }
+        if self.unit_values && self.ones.len() < end - start {
+            self.ones.resize(end - start, T::ONE);
+        }
+    }
+
+    /// Stores the values `unit_values` left implicit (all ones), from now on.
+    #[cold]
+    fn store_values(&mut self) {
+        // Room for as many values as indices (keeping any room reserved for them).
+        self.values.clear();
+        self.values.reserve(self.indices.capacity());
+        self.values.resize(self.indices.len(), T::ONE);
+        self.unit_values = false;
+        self.ones = Vec::new();
+    }
+
+    /// Stores the sample offsets `single_entries` left implicit, for the first `samples`
+    /// samples (the column's samples, or fewer while a sample is being read), from now on.
+    #[cold]
+    fn store_sample_offsets(&mut self, samples: usize) {
+        self.sample_offsets.clear();
+        // Room for about as many samples as stored values (keeping any room reserved).
+        self.sample_offsets
+            .reserve(self.indices.capacity().max(samples + 1));
+        self.sample_offsets.extend((0..=samples).map(offset));
+        self.single_entries = false;
+    }
+
+    /// Appends the samples `samples` of `other` (same sparse input): their stored values
+    /// and their offsets, but no sequence offset.
+    fn extend_sparse(&mut self, other: &InputColumn<T>, samples: Range<usize>) {
+        let entries = other.entries_within(samples.clone());
+        let samples_before = self.sample_count();
+        let entries_before = self.indices.len();
+        match (self.unit_values, other.unit_values) {
+            (true, true) => {
+                if self.ones.len() < other.ones.len() {
+                    self.ones.resize(other.ones.len(), T::ONE);
+                }
+            }
+            (true, false) => {
+                self.store_values();
+                self.values
+                    .extend_from_slice(&other.values[entries.clone()]);
+            }
+            (false, true) => self
+                .values
+                .resize(self.values.len() + entries.len(), T::ONE),
+            (false, false) => self
+                .values
+                .extend_from_slice(&other.values[entries.clone()]),
+        }
+        self.indices
+            .extend_from_slice(&other.indices[entries.clone()]);
+        if self.single_entries && !other.single_entries {
+            self.store_sample_offsets(samples_before);
+        }
+        if !self.single_entries {
+            if other.single_entries {
+                self.sample_offsets
+                    .extend((1..=samples.len()).map(|k| offset(entries_before + k)));
+            } else {
+                self.sample_offsets.extend(
+                    other.sample_offsets[samples.start + 1..=samples.end]
+                        .iter()
+                        .map(|&o| offset(o as usize - entries.start + entries_before)),
+                );
+            }
+        }
     }
 
     /// Appends the samples of sequence `seq` of `other` (same input) as one more sequence;
     /// the caller has checked [`has_room_within`](Self::has_room_within).
     pub(crate) fn push_sequence_of(&mut self, other: &InputColumn<T>, seq: usize) {
         let (samples, entries) = other.span(seq);
-        let (from, to) = (entries.start, self.values.len());
-        self.values
-            .extend_from_slice(&other.values[entries.clone()]);
-        if self.format == StorageFormat::Sparse {
-            self.indices.extend_from_slice(&other.indices[entries]);
-            self.sample_offsets.extend(
-                other.sample_offsets[samples.start + 1..=samples.end]
-                    .iter()
-                    .map(|&o| offset(o as usize - from + to)),
-            );
+        match self.format {
+            StorageFormat::Dense => self.values.extend_from_slice(&other.values[entries]),
+            StorageFormat::Sparse => self.extend_sparse(other, samples),
         }
         let n = self.sample_count();
         self.sequence_offsets.push(offset(n));
@@ -155,10 +340,11 @@ impl<T: Element> InputColumn<T> {
         match self.format {
             StorageFormat::Dense => self.values.truncate(samples * self.dim),
             StorageFormat::Sparse => {
-                self.sample_offsets.truncate(samples + 1);
-                let nnz = self.sample_offsets[samples] as usize;
-                self.values.truncate(nnz);
-                self.indices.truncate(nnz);
+                let entries = self.entry_start(samples);
+                if !self.single_entries {
+                    self.sample_offsets.truncate(samples + 1);
+                }
+                self.truncate_entries(entries);
             }
         }
     }
@@ -171,12 +357,16 @@ impl<T: Element> InputColumn<T> {
                 self.values.drain(..samples * self.dim);
             }
             StorageFormat::Sparse => {
-                let nnz = self.sample_offsets[samples];
-                self.values.drain(..nnz as usize);
-                self.indices.drain(..nnz as usize);
-                self.sample_offsets.drain(..samples);
-                for o in &mut self.sample_offsets {
-                    *o -= nnz;
+                let nnz = self.entry_start(samples);
+                if !self.unit_values {
+                    self.values.drain(..nnz);
+                }
+                self.indices.drain(..nnz);
+                if !self.single_entries {
+                    self.sample_offsets.drain(..samples);
+                    for o in &mut self.sample_offsets {
+                        *o -= nnz as u32;
+                    }
                 }
             }
         }
@@ -375,7 +565,7 @@ impl<T: Element> ParsedSequences<T> {
             let end = theirs.sequence_offsets[other.sequences.len()] as usize;
             let values = match theirs.format {
                 StorageFormat::Dense => 0,
-                StorageFormat::Sparse => theirs.sample_offsets[end] as usize,
+                StorageFormat::Sparse => theirs.entry_start(end),
             };
             if !mine.room_for(end, values, limit) {
                 return Err(ColumnOverflow { input });
@@ -383,23 +573,13 @@ impl<T: Element> ParsedSequences<T> {
         }
         for (mine, theirs) in self.columns.iter_mut().zip(&other.columns) {
             let sample_base = mine.sample_count();
-            let value_base = mine.values.len();
             let end = theirs.sequence_offsets[other.sequences.len()] as usize;
             match theirs.format {
                 StorageFormat::Dense => {
                     mine.values
                         .extend_from_slice(&theirs.values[..end * theirs.dim]);
                 }
-                StorageFormat::Sparse => {
-                    let nnz = theirs.sample_offsets[end] as usize;
-                    mine.values.extend_from_slice(&theirs.values[..nnz]);
-                    mine.indices.extend_from_slice(&theirs.indices[..nnz]);
-                    mine.sample_offsets.extend(
-                        theirs.sample_offsets[1..=end]
-                            .iter()
-                            .map(|&o| offset(o as usize + value_base)),
-                    );
-                }
+                StorageFormat::Sparse => mine.extend_sparse(theirs, 0..end),
             }
             mine.sequence_offsets.extend(
                 theirs.sequence_offsets[1..=other.sequences.len()]
@@ -499,5 +679,141 @@ mod tests {
         assert_eq!(mine.columns[1].sample_offsets, [0, 2, 4, 5]);
         assert_eq!(mine.columns[1].values, [1.0, 2.0, 4.0, 5.0, 6.0]);
         assert_eq!(mine.columns[0].sequence_offsets, [0, 1, 2, 3]);
+    }
+
+    /// Every sample of input `input`, as (indices, values).
+    fn sparse_samples(p: &ParsedSequences<f32>, input: usize) -> Vec<(Vec<u32>, Vec<f32>)> {
+        let col = &p.columns[input];
+        (0..col.sample_count())
+            .map(|i| match col.sample(i) {
+                Sample::Sparse { indices, values } => (indices.to_vec(), values.to_vec()),
+                Sample::Dense(_) => panic!("input {input} is dense"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_hot_samples_store_only_their_indices() {
+        let p = parsed(&["|s 3:1", "|d 1 2 |s 7:1.0", "|s 0:1e0"]);
+        let s = &p.columns[1];
+        assert!(s.unit_values && s.single_entries);
+        assert_eq!(s.values(), None);
+        assert!(s.values.is_empty() && s.sample_offsets.is_empty());
+        assert_eq!(s.indices(), [3, 7, 0]);
+        assert_eq!(s.entry_count(), 3);
+        assert_eq!(s.entries_of(1..3), Some(1..3));
+        assert_eq!(s.entries_of(1..4), None);
+        assert_eq!(
+            sparse_samples(&p, 1),
+            [
+                (vec![3], vec![1.0]),
+                (vec![7], vec![1.0]),
+                (vec![0], vec![1.0])
+            ]
+        );
+        assert_eq!(p.columns[0].values(), Some(&[1.0, 2.0][..]));
+    }
+
+    #[test]
+    fn the_first_other_value_or_size_stores_what_was_implicit() {
+        let lines = ["|s 1:1", "|s 2:1", "|s 3:2.5", "|s 4:1 5:1", "|s", "|s 6:1"];
+        let expected: Vec<(Vec<u32>, Vec<f32>)> = vec![
+            (vec![1], vec![1.0]),
+            (vec![2], vec![1.0]),
+            (vec![3], vec![2.5]),
+            (vec![4, 5], vec![1.0, 1.0]),
+            (vec![], vec![]),
+            (vec![6], vec![1.0]),
+        ];
+        for n in 1..=lines.len() {
+            let p = parsed(&lines[..n]);
+            assert_eq!(sparse_samples(&p, 1), expected[..n], "after {n} lines");
+            let s = &p.columns[1];
+            assert_eq!(s.unit_values, n < 3, "after {n} lines");
+            assert_eq!(s.single_entries, n < 4, "after {n} lines");
+        }
+        // A sample of several stored values first: offsets stored, values still implicit.
+        let p = parsed(&["|s 1:1 2:1", "|s 3:1"]);
+        let s = &p.columns[1];
+        assert!(s.unit_values && !s.single_entries);
+        assert_eq!(s.sample_offsets, [0, 2, 3]);
+        assert_eq!(
+            sparse_samples(&p, 1),
+            [(vec![1, 2], vec![1.0, 1.0]), (vec![3], vec![1.0])]
+        );
+    }
+
+    #[test]
+    fn appends_mix_implicit_and_stored_columns() {
+        let variants: [&[&str]; 5] = [
+            &["|s 1:1", "|s 2:1"],
+            &["|s 2:3", "|s 4:1"],
+            &["|s 4:1 5:1", "|s 6:1"],
+            &["|s", "|s 7:1"],
+            &["|d 1 2"],
+        ];
+        for a in variants {
+            for b in variants {
+                let both: Vec<&str> = a.iter().chain(b).copied().collect();
+                let whole = parsed(&both);
+                let theirs = parsed(b);
+                let mut appended = parsed(a);
+                appended.append(&theirs).unwrap();
+                let mut pushed = parsed(a);
+                for seq in 0..theirs.len() {
+                    for (mine, other) in pushed.columns.iter_mut().zip(&theirs.columns) {
+                        assert!(mine.has_room_within(other, seq, MAX_COLUMN_ENTRIES));
+                        mine.push_sequence_of(other, seq);
+                    }
+                    pushed.sequences.push(theirs.sequences[seq]);
+                }
+                for got in [&appended, &pushed] {
+                    assert_eq!(
+                        sparse_samples(got, 1),
+                        sparse_samples(&whole, 1),
+                        "{both:?}"
+                    );
+                    assert_eq!(
+                        got.columns[1].sequence_offsets,
+                        whole.columns[1].sequence_offsets
+                    );
+                    assert_eq!(got.columns[0], whole.columns[0], "{both:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn truncate_and_clear_keep_implicit_columns_whole() {
+        let lines = ["|s 1:1", "|s 2:1", "|s 3:4 5:1", "|s 6:1"];
+        let full = parsed(&lines);
+        for n in 0..=lines.len() {
+            let mut cut = full.clone();
+            cut.truncate(n);
+            assert_eq!(
+                sparse_samples(&cut, 1),
+                sparse_samples(&parsed(&lines[..n]), 1)
+            );
+            let mut rest = full.clone();
+            rest.sequences.truncate(n);
+            rest.clear_complete();
+            assert_eq!(rest.columns[1].sample_count(), lines.len() - n);
+            assert_eq!(
+                sparse_samples(&rest, 1),
+                sparse_samples(&full, 1)[n..],
+                "after clearing {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn equality_ignores_what_is_left_implicit() {
+        let implicit = parsed(&["|s 1:1"]);
+        let mut stored = parsed(&["|s 1:1", "|s 2:2 3:3"]);
+        stored.truncate(1);
+        assert!(!stored.columns[1].unit_values && !stored.columns[1].single_entries);
+        assert_eq!(stored, implicit);
+        assert_ne!(parsed(&["|s 1:2"]), implicit);
+        assert_ne!(parsed(&["|s 1:1 2:1"]), implicit);
     }
 }

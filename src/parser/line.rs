@@ -504,7 +504,7 @@ impl LineParser {
     ) -> usize {
         let dim = self.dims[input] as u64;
         let column = &mut out.columns[input];
-        let sample_start = column.values.len();
+        let sample_start = column.entry_count();
         let first = pos;
         loop {
             pos = skip_space(buf, pos);
@@ -542,8 +542,7 @@ impl LineParser {
                         if !ends_name(buf[pos]) {
                             Some("unexpected character after the value".to_string())
                         } else if index >= dim {
-                            column.values.truncate(sample_start);
-                            column.indices.truncate(sample_start);
+                            column.truncate_entries(sample_start);
                             report.error(
                                 entry,
                                 format!(
@@ -553,8 +552,7 @@ impl LineParser {
                             );
                             return next_pipe(buf, entry);
                         } else {
-                            column.values.push(value);
-                            column.indices.push(index as u32);
+                            column.push_entry(index as u32, value);
                             None
                         }
                     }
@@ -563,8 +561,7 @@ impl LineParser {
                 }
             };
             if let Some(why) = problem {
-                column.values.truncate(sample_start);
-                column.indices.truncate(sample_start);
+                column.truncate_entries(sample_start);
                 report.error(
                     entry,
                     format!(
@@ -576,9 +573,8 @@ impl LineParser {
                 return next_pipe(buf, entry);
             }
         }
-        if column.values.len() > self.max_entries {
-            column.values.truncate(sample_start);
-            column.indices.truncate(sample_start);
+        if column.entry_count() > self.max_entries {
+            column.truncate_entries(sample_start);
             report.error(
                 skip_space(buf, first),
                 format!(
@@ -589,8 +585,8 @@ impl LineParser {
             );
             return pos;
         }
-        // Within `max_entries`, at most `u32::MAX`: the conversion is exact.
-        column.sample_offsets.push(column.values.len() as u32);
+        // Within `max_entries`, at most `u32::MAX`: the offset is exact.
+        column.end_sparse_sample(sample_start);
         pos
     }
 }

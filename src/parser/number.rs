@@ -15,6 +15,8 @@ pub trait Element:
 {
     /// Name used in messages (`float` / `double`).
     const NAME: &'static str;
+    /// The value one (the value of a one-hot entry, which sparse columns need not store).
+    const ONE: Self;
     /// Converts an integer mantissa times a power of ten when that is exact, else `None`.
     fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<Self>;
     /// Correctly rounded conversion of a token in the accepted grammar; `None` on overflow.
@@ -35,6 +37,7 @@ const POW10_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 
 
 impl Element for f64 {
     const NAME: &'static str = "double";
+    const ONE: f64 = 1.0;
 
     #[inline]
     fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<f64> {
@@ -74,6 +77,7 @@ impl Element for f64 {
 
 impl Element for f32 {
     const NAME: &'static str = "float";
+    const ONE: f32 = 1.0;
 
     #[inline]
     fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<f32> {

@@ -202,14 +202,15 @@ impl<T: Element> InputTotals<T> {
     /// Adds the first `sequences` (complete) sequences of `column`.
     fn add(&mut self, column: &InputColumn<T>, sequences: usize) {
         let samples = column
-            .sequence_offsets
+            .sequence_offsets()
             .get(sequences)
             .map_or(0, |&n| n as usize);
         self.samples += samples as u64;
         match column.format {
             StorageFormat::Dense => {
-                let end = (samples * column.dim).min(column.values.len());
-                for &v in &column.values[..end] {
+                let values = column.values().unwrap_or_default();
+                let end = (samples * column.dim).min(values.len());
+                for &v in &values[..end] {
                     self.sum += v.to_f64();
                     self.min = Some(match self.min {
                         Some(m) if m <= v => m,
@@ -223,7 +224,8 @@ impl<T: Element> InputTotals<T> {
                 self.values += end as u64;
             }
             StorageFormat::Sparse => {
-                let nnz = column.sample_offsets.get(samples).copied().unwrap_or(0);
+                let held = samples.min(column.sample_count());
+                let nnz = column.entries_of(0..held).map_or(0, |e| e.end);
                 self.values += nnz as u64;
             }
         }
