@@ -355,6 +355,16 @@ fn samples_of<T>(
     col: &InputColumn<T>,
     seq: usize,
 ) -> Result<std::ops::Range<usize>, PackError> {
+    if col.single_samples {
+        return if seq < col.sequence_count() {
+            Ok(seq..seq + 1)
+        } else {
+            Err(PackError::Inconsistent {
+                input,
+                what: "sequence offsets",
+            })
+        };
+    }
     match (
         col.sequence_offsets.get(seq),
         col.sequence_offsets.get(seq.wrapping_add(1)),
@@ -1403,8 +1413,10 @@ mod tests {
             mb.push_sequence(&broken, 3),
             Err(PackError::Inconsistent { input: 1, .. })
         ));
+        // `c` has one sample per sequence: its sequence offsets are implicit.
         let mut broken = parsed.clone();
-        broken.columns[2].sequence_offsets.truncate(2);
+        assert!(broken.columns[2].single_samples);
+        broken.columns[2].values.truncate(2);
         assert!(matches!(
             mb.push_sequence(&broken, 2),
             Err(PackError::Inconsistent { input: 2, .. })

@@ -41,8 +41,15 @@ pub struct InputColumn<T> {
     /// Sparse only, and nothing while `single_entries`: start of each sample in `indices`,
     /// one more entry than samples (at most [`MAX_COLUMN_ENTRIES`]).
     pub(crate) sample_offsets: Vec<u32>,
-    /// Start of each sequence, in samples of this input; one more entry than sequences.
+    /// Start of each sequence, in samples of this input, one more entry than complete
+    /// sequences (the last is the start of a sequence being parsed); nothing while
+    /// `single_samples`.
     pub(crate) sequence_offsets: Vec<u32>,
+    /// Every complete sequence holds exactly one sample (sequence `i` is sample `i`), and
+    /// `sequence_offsets` is empty.
+    pub(crate) single_samples: bool,
+    /// The number of complete sequences while `single_samples`.
+    implicit_sequences: usize,
     /// Sparse: every stored value is one, and `values` is empty.
     pub(crate) unit_values: bool,
     /// Sparse: every sample holds exactly one stored value (sample `i` is stored value `i`),
@@ -59,7 +66,9 @@ impl<T: PartialEq> PartialEq for InputColumn<T> {
     fn eq(&self, other: &Self) -> bool {
         self.format == other.format
             && self.dim == other.dim
-            && self.sequence_offsets == other.sequence_offsets
+            && self.sequence_count() == other.sequence_count()
+            && (0..=self.sequence_count())
+                .all(|s| self.sequence_start(s) == other.sequence_start(s))
             && self.sample_count() == other.sample_count()
             && (0..self.sample_count()).all(|i| self.sample(i) == other.sample(i))
     }
@@ -73,6 +82,27 @@ impl<T> InputColumn<T> {
             StorageFormat::Dense => self.values.len() / self.dim.max(1),
             StorageFormat::Sparse if self.single_entries => self.indices.len(),
             StorageFormat::Sparse => self.sample_offsets.len() - 1,
+        }
+    }
+
+    /// Number of complete sequences.
+    #[inline]
+    pub fn sequence_count(&self) -> usize {
+        if self.single_samples {
+            self.implicit_sequences
+        } else {
+            self.sequence_offsets.len() - 1
+        }
+    }
+
+    /// Start of sequence `seq` in samples (at most [`sequence_count`](Self::sequence_count):
+    /// that one is the start of a sequence being parsed, or the end of the samples).
+    #[inline]
+    fn sequence_start(&self, seq: usize) -> usize {
+        if self.single_samples {
+            seq
+        } else {
+            self.sequence_offsets[seq] as usize
         }
     }
 
@@ -115,7 +145,9 @@ impl<T: Element> InputColumn<T> {
             values: Vec::new(),
             indices: Vec::new(),
             sample_offsets: Vec::new(),
-            sequence_offsets: vec![0],
+            sequence_offsets: Vec::new(),
+            single_samples: true,
+            implicit_sequences: 0,
             unit_values: sparse,
             single_entries: sparse,
             ones: Vec::new(),
@@ -148,10 +180,10 @@ impl<T: Element> InputColumn<T> {
         }
     }
 
-    /// Start of each sequence, in samples; one more entry than sequences (the last one is
-    /// the start of a sequence still being parsed, if any).
-    pub fn sequence_offsets(&self) -> &[u32] {
-        &self.sequence_offsets
+    /// The samples held by the sequences before sequence `seq`, or `None` when there are
+    /// fewer than `seq` complete sequences.
+    pub fn samples_before(&self, seq: usize) -> Option<usize> {
+        (seq <= self.sequence_count()).then(|| self.sequence_start(seq))
     }
 
     /// A sparse input's index of each stored value (empty for a dense input).
@@ -206,7 +238,7 @@ impl<T: Element> InputColumn<T> {
 
     /// The samples of sequence `seq`, and their range among the values (and `indices`).
     fn span(&self, seq: usize) -> (Range<usize>, Range<usize>) {
-        let samples = self.sequence_offsets[seq] as usize..self.sequence_offsets[seq + 1] as usize;
+        let samples = self.sequence_start(seq)..self.sequence_start(seq + 1);
         let values = self.entries_within(samples.clone());
         (samples, values)
     }
@@ -331,8 +363,42 @@ impl<T: Element> InputColumn<T> {
             StorageFormat::Dense => self.values.extend_from_slice(&other.values[entries]),
             StorageFormat::Sparse => self.extend_sparse(other, samples),
         }
+        self.end_sequence();
+    }
+
+    /// Seals the samples appended since the last complete sequence as one sequence.
+    #[inline]
+    fn end_sequence(&mut self) {
         let n = self.sample_count();
+        if self.single_samples {
+            if n == self.implicit_sequences + 1 {
+                self.implicit_sequences = n;
+                return;
+            }
+            self.store_sequence_offsets();
+        }
         self.sequence_offsets.push(offset(n));
+    }
+
+    /// Stores the sequence offsets `single_samples` left implicit, from now on.
+    #[cold]
+    fn store_sequence_offsets(&mut self) {
+        let sequences = self.implicit_sequences;
+        self.sequence_offsets.clear();
+        self.sequence_offsets.reserve(sequences + 2);
+        self.sequence_offsets.extend((0..=sequences).map(offset));
+        self.single_samples = false;
+        self.implicit_sequences = 0;
+    }
+
+    /// Keeps the first `sequences` complete sequences (fewer than held) and nothing after.
+    fn truncate_sequences(&mut self, sequences: usize) {
+        self.truncate_samples(self.sequence_start(sequences));
+        if self.single_samples {
+            self.implicit_sequences = sequences;
+        } else {
+            self.sequence_offsets.truncate(sequences + 1);
+        }
     }
 
     /// Drops everything after sample `samples` (used to roll back an invalid sequence).
@@ -351,7 +417,7 @@ impl<T: Element> InputColumn<T> {
 
     /// Removes the first `sequences` sequences, keeping later data (a partial sequence).
     fn drain_sequences(&mut self, sequences: usize) {
-        let samples = self.sequence_offsets[sequences] as usize;
+        let samples = self.sequence_start(sequences);
         match self.format {
             StorageFormat::Dense => {
                 self.values.drain(..samples * self.dim);
@@ -370,9 +436,13 @@ impl<T: Element> InputColumn<T> {
                 }
             }
         }
-        self.sequence_offsets.drain(..sequences);
-        for o in &mut self.sequence_offsets {
-            *o -= samples as u32;
+        if self.single_samples {
+            self.implicit_sequences -= sequences;
+        } else {
+            self.sequence_offsets.drain(..sequences);
+            for o in &mut self.sequence_offsets {
+                *o -= samples as u32;
+            }
         }
     }
 }
@@ -511,32 +581,30 @@ impl<T: Element> ParsedSequences<T> {
 
     /// Number of samples input `input` has in sequence `seq`.
     pub fn sample_count(&self, seq: usize, input: usize) -> usize {
-        let o = &self.columns[input].sequence_offsets;
-        (o[seq + 1] - o[seq]) as usize
+        let col = &self.columns[input];
+        col.sequence_start(seq + 1) - col.sequence_start(seq)
     }
 
     /// The samples of input `input` in sequence `seq`.
     pub fn samples(&self, seq: usize, input: usize) -> impl Iterator<Item = Sample<'_, T>> + '_ {
         let col = &self.columns[input];
-        (col.sequence_offsets[seq] as usize..col.sequence_offsets[seq + 1] as usize)
-            .map(move |i| col.sample(i))
+        (col.sequence_start(seq)..col.sequence_start(seq + 1)).map(move |i| col.sample(i))
     }
 
     /// Sample counts per input of the sequence being built (after the last complete one).
     pub(crate) fn open_sequence_counts(&self, out: &mut Vec<usize>) {
         out.clear();
         out.extend(
-            self.columns.iter().map(|c| {
-                c.sample_count() - c.sequence_offsets[c.sequence_offsets.len() - 1] as usize
-            }),
+            self.columns
+                .iter()
+                .map(|c| c.sample_count() - c.sequence_start(c.sequence_count())),
         );
     }
 
     /// Seals the samples appended since the last complete sequence as one sequence.
     pub(crate) fn commit_sequence(&mut self, info: SequenceInfo) {
         for c in &mut self.columns {
-            let n = c.sample_count();
-            c.sequence_offsets.push(offset(n));
+            c.end_sequence();
         }
         self.sequences.push(info);
     }
@@ -544,7 +612,7 @@ impl<T: Element> ParsedSequences<T> {
     /// Discards the samples appended since the last complete sequence.
     pub(crate) fn rollback_sequence(&mut self) {
         for c in &mut self.columns {
-            let start = c.sequence_offsets[c.sequence_offsets.len() - 1] as usize;
+            let start = c.sequence_start(c.sequence_count());
             c.truncate_samples(start);
         }
     }
@@ -562,7 +630,7 @@ impl<T: Element> ParsedSequences<T> {
         limit: usize,
     ) -> Result<(), ColumnOverflow> {
         for (input, (mine, theirs)) in self.columns.iter().zip(&other.columns).enumerate() {
-            let end = theirs.sequence_offsets[other.sequences.len()] as usize;
+            let end = theirs.sequence_start(other.sequences.len());
             let values = match theirs.format {
                 StorageFormat::Dense => 0,
                 StorageFormat::Sparse => theirs.entry_start(end),
@@ -573,7 +641,7 @@ impl<T: Element> ParsedSequences<T> {
         }
         for (mine, theirs) in self.columns.iter_mut().zip(&other.columns) {
             let sample_base = mine.sample_count();
-            let end = theirs.sequence_offsets[other.sequences.len()] as usize;
+            let end = theirs.sequence_start(other.sequences.len());
             match theirs.format {
                 StorageFormat::Dense => {
                     mine.values
@@ -581,11 +649,24 @@ impl<T: Element> ParsedSequences<T> {
                 }
                 StorageFormat::Sparse => mine.extend_sparse(theirs, 0..end),
             }
-            mine.sequence_offsets.extend(
-                theirs.sequence_offsets[1..=other.sequences.len()]
-                    .iter()
-                    .map(|&o| offset(o as usize + sample_base)),
-            );
+            let sequences = other.sequences.len();
+            if mine.single_samples && theirs.single_samples {
+                mine.implicit_sequences += sequences;
+                continue;
+            }
+            if mine.single_samples {
+                mine.store_sequence_offsets();
+            }
+            if theirs.single_samples {
+                mine.sequence_offsets
+                    .extend((1..=sequences).map(|k| offset(sample_base + k)));
+            } else {
+                mine.sequence_offsets.extend(
+                    theirs.sequence_offsets[1..=sequences]
+                        .iter()
+                        .map(|&o| offset(o as usize + sample_base)),
+                );
+            }
         }
         self.sequences.extend_from_slice(&other.sequences);
         Ok(())
@@ -598,9 +679,7 @@ impl<T: Element> ParsedSequences<T> {
             return;
         }
         for c in &mut self.columns {
-            let samples = c.sequence_offsets[n] as usize;
-            c.truncate_samples(samples);
-            c.sequence_offsets.truncate(n + 1);
+            c.truncate_sequences(n);
         }
         self.sequences.truncate(n);
     }
@@ -627,19 +706,24 @@ mod tests {
         vec![InputConfig::dense("d", 2), InputConfig::sparse("s", 10)]
     }
 
-    /// One sequence per line of `lines`, parsed.
-    fn parsed(lines: &[&str]) -> ParsedSequences<f32> {
+    /// One sequence per item of `sequences` (its lines separated by line feeds), parsed.
+    fn parsed(sequences: &[&str]) -> ParsedSequences<f32> {
         let mut parser = LineParser::new(&inputs());
         let mut out = ParsedSequences::new(&inputs());
-        for (n, line) in lines.iter().enumerate() {
-            let buf = format!("{line}\n");
-            let mut diags = Vec::new();
-            parser.parse_line(buf.as_bytes(), 0, 0, n as u64 + 1, &mut out, &mut diags);
-            assert!(diags.is_empty(), "{diags:?}");
+        let mut line = 0;
+        for (n, sequence) in sequences.iter().enumerate() {
+            let first = line + 1;
+            for text in sequence.split('\n') {
+                line += 1;
+                let buf = format!("{text}\n");
+                let mut diags = Vec::new();
+                parser.parse_line(buf.as_bytes(), 0, 0, line, &mut out, &mut diags);
+                assert!(diags.is_empty(), "{diags:?}");
+            }
             out.commit_sequence(SequenceInfo {
                 key: n as u64,
-                line: n as u64 + 1,
-                counted_lines: 1,
+                line: first,
+                counted_lines: (line + 1 - first) as u32,
             });
         }
         out
@@ -678,7 +762,9 @@ mod tests {
         assert_eq!(mine.len(), 3);
         assert_eq!(mine.columns[1].sample_offsets, [0, 2, 4, 5]);
         assert_eq!(mine.columns[1].values, [1.0, 2.0, 4.0, 5.0, 6.0]);
-        assert_eq!(mine.columns[0].sequence_offsets, [0, 1, 2, 3]);
+        let starts: Vec<Option<usize>> =
+            (0..5).map(|s| mine.columns[0].samples_before(s)).collect();
+        assert_eq!(starts, [Some(0), Some(1), Some(2), Some(3), None]);
     }
 
     /// Every sample of input `input`, as (indices, values).
@@ -690,6 +776,12 @@ mod tests {
                 Sample::Dense(_) => panic!("input {input} is dense"),
             })
             .collect()
+    }
+
+    /// Where each sequence of input `input` starts, and the end of the last.
+    fn sequence_starts(p: &ParsedSequences<f32>, input: usize) -> Vec<usize> {
+        let col = &p.columns[input];
+        (0..=p.len()).map_while(|s| col.samples_before(s)).collect()
     }
 
     #[test]
@@ -745,12 +837,14 @@ mod tests {
 
     #[test]
     fn appends_mix_implicit_and_stored_columns() {
-        let variants: [&[&str]; 5] = [
+        let variants: [&[&str]; 7] = [
             &["|s 1:1", "|s 2:1"],
             &["|s 2:3", "|s 4:1"],
             &["|s 4:1 5:1", "|s 6:1"],
             &["|s", "|s 7:1"],
             &["|d 1 2"],
+            &["|d 1 2 |s 1:1\n|d 3 4 |s 2:1", "|d 5 6 |s 3:1"],
+            &["|d 1 2 |s 1:1", "|d 3 4 |s 2:2\n|d 5 6"],
         ];
         for a in variants {
             for b in variants {
@@ -773,14 +867,46 @@ mod tests {
                         sparse_samples(&whole, 1),
                         "{both:?}"
                     );
-                    assert_eq!(
-                        got.columns[1].sequence_offsets,
-                        whole.columns[1].sequence_offsets
-                    );
+                    assert_eq!(sequence_starts(got, 0), sequence_starts(&whole, 0));
+                    assert_eq!(sequence_starts(got, 1), sequence_starts(&whole, 1));
                     assert_eq!(got.columns[0], whole.columns[0], "{both:?}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn sequences_of_one_sample_leave_out_their_offsets() {
+        // Per input, the samples of each sequence: `d` 1, 1, 2, 1; `s` 1, 1, 1, 0.
+        let sequences = [
+            "|d 1 2 |s 1:1",
+            "|d 3 4 |s 2:1",
+            "|d 5 6 |s 3:1\n|d 7 8",
+            "|d 9 9",
+        ];
+        let starts = [[0, 1, 2, 4, 5], [0, 1, 2, 3, 3]];
+        for n in 0..=sequences.len() {
+            let p = parsed(&sequences[..n]);
+            for (input, starts) in starts.iter().enumerate() {
+                assert_eq!(sequence_starts(&p, input), starts[..=n], "{n} sequences");
+            }
+            let (d, s) = (&p.columns[0], &p.columns[1]);
+            assert_eq!(d.single_samples, n < 3, "{n} sequences");
+            assert_eq!(s.single_samples, n < 4, "{n} sequences");
+            if d.single_samples {
+                assert!(d.sequence_offsets.is_empty());
+            }
+            assert_eq!(d.samples_before(n + 1), None);
+        }
+        // Rolling back an open sequence of two samples leaves the implicit offsets right.
+        let mut p = parsed(&sequences[..2]);
+        let mut parser = LineParser::new(&inputs());
+        for line in ["|d 5 6\n", "|d 7 8\n"] {
+            parser.parse_line(line.as_bytes(), 0, 0, 3, &mut p, &mut Vec::new());
+        }
+        p.rollback_sequence();
+        assert_eq!(sequence_starts(&p, 0), [0, 1, 2]);
+        assert_eq!(p.columns[0].sample_count(), 2);
     }
 
     #[test]

@@ -201,10 +201,7 @@ impl<T> Default for InputTotals<T> {
 impl<T: Element> InputTotals<T> {
     /// Adds the first `sequences` (complete) sequences of `column`.
     fn add(&mut self, column: &InputColumn<T>, sequences: usize) {
-        let samples = column
-            .sequence_offsets()
-            .get(sequences)
-            .map_or(0, |&n| n as usize);
+        let samples = column.samples_before(sequences).unwrap_or(0);
         self.samples += samples as u64;
         match column.format {
             StorageFormat::Dense => {

@@ -28,7 +28,7 @@ fn validate<T: Element>(config: &ReaderConfig) -> Result<(), Failure> {
         match reader.next_batch() {
             Ok(Some(batch)) => {
                 for (total, column) in samples.iter_mut().zip(&batch.columns) {
-                    *total += column.sequence_offsets()[batch.len()] as u64;
+                    *total += column.samples_before(batch.len()).unwrap_or(0) as u64;
                 }
             }
             Ok(None) => break,
