@@ -99,21 +99,13 @@ impl<T> InputColumn<T> {
     /// that one is the start of a sequence being parsed, or the end of the samples).
     #[inline]
     fn sequence_start(&self, seq: usize) -> usize {
-        if self.single_samples {
-            seq
-        } else {
-            self.sequence_offsets[seq] as usize
-        }
+        offset_at(&self.sequence_offsets, self.single_samples, seq)
     }
 
     /// Start of sample `sample` among the stored values of a sparse column.
     #[inline]
     fn entry_start(&self, sample: usize) -> usize {
-        if self.single_entries {
-            sample
-        } else {
-            self.sample_offsets[sample] as usize
-        }
+        offset_at(&self.sample_offsets, self.single_entries, sample)
     }
 
     /// Sample `i` of this column.
@@ -444,6 +436,17 @@ impl<T: Element> InputColumn<T> {
                 *o -= samples as u32;
             }
         }
+    }
+}
+
+/// Offset `i` of `offsets`, or `i` itself while `implicit` (the offsets are then the
+/// identity: one sample per sequence, or one stored value per sample, and not stored).
+#[inline]
+fn offset_at(offsets: &[u32], implicit: bool, i: usize) -> usize {
+    if implicit {
+        i
+    } else {
+        offsets[i] as usize
     }
 }
 
