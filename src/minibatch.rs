@@ -304,19 +304,12 @@ impl<T: Element> StreamData<T> {
                     self.values.extend_from_slice(&col.values[values.clone()]);
                 }
                 self.row_indices.extend_from_slice(&col.indices[values]);
-                if col.single_entries {
-                    self.column_starts
-                        .extend((base + 1..=base + samples.len()).map(|o| o as u32));
-                } else {
-                    // The check saw the offsets non-decreasing and `base + their span`
-                    // within `u32::MAX`, so neither the subtraction nor the conversion
-                    // loses anything.
-                    self.column_starts.extend(
-                        col.sample_offsets[samples.start + 1..=samples.end]
-                            .iter()
-                            .map(|&o| (o as usize - first + base) as u32),
-                    );
-                }
+                // The check saw the offsets non-decreasing and `base + their span` within
+                // `u32::MAX`, so neither the subtraction nor the conversion loses anything.
+                self.column_starts.extend(
+                    (samples.start + 1..=samples.end)
+                        .map(|k| (col.entry_start(k) - first + base) as u32),
+                );
             }
         }
         self.samples += samples.len();

@@ -102,9 +102,10 @@ impl<T> InputColumn<T> {
         offset_at(&self.sequence_offsets, self.single_samples, seq)
     }
 
-    /// Start of sample `sample` among the stored values of a sparse column.
+    /// Start of sample `sample` among the stored values of a sparse column (at most
+    /// [`sample_count`](Self::sample_count)).
     #[inline]
-    fn entry_start(&self, sample: usize) -> usize {
+    pub(crate) fn entry_start(&self, sample: usize) -> usize {
         offset_at(&self.sample_offsets, self.single_entries, sample)
     }
 
@@ -334,16 +335,12 @@ impl<T: Element> InputColumn<T> {
             self.store_sample_offsets(samples_before);
         }
         if !self.single_entries {
-            if other.single_entries {
-                self.sample_offsets
-                    .extend((1..=samples.len()).map(|k| offset(entries_before + k)));
-            } else {
-                self.sample_offsets.extend(
-                    other.sample_offsets[samples.start + 1..=samples.end]
-                        .iter()
-                        .map(|&o| offset(o as usize - entries.start + entries_before)),
-                );
-            }
+            extend_offsets(
+                &mut self.sample_offsets,
+                (&other.sample_offsets, other.single_entries),
+                samples,
+                entries_before,
+            );
         }
     }
 
@@ -448,6 +445,22 @@ fn offset_at(offsets: &[u32], implicit: bool, i: usize) -> usize {
     } else {
         offsets[i] as usize
     }
+}
+
+/// Appends to `offsets` the ends of items `items` of other offsets (`theirs`: stored ones,
+/// and whether they are implicit), shifted so that the first of the items starts at `base`.
+fn extend_offsets(
+    offsets: &mut Vec<u32>,
+    theirs: (&[u32], bool),
+    items: Range<usize>,
+    base: usize,
+) {
+    let (stored, implicit) = theirs;
+    let first = offset_at(stored, implicit, items.start);
+    offsets.extend(
+        (items.start + 1..=items.end)
+            .map(|k| offset(offset_at(stored, implicit, k) - first + base)),
+    );
 }
 
 /// `n` as a stored offset. Every path that grows a column keeps `n` within
@@ -660,16 +673,12 @@ impl<T: Element> ParsedSequences<T> {
             if mine.single_samples {
                 mine.store_sequence_offsets();
             }
-            if theirs.single_samples {
-                mine.sequence_offsets
-                    .extend((1..=sequences).map(|k| offset(sample_base + k)));
-            } else {
-                mine.sequence_offsets.extend(
-                    theirs.sequence_offsets[1..=sequences]
-                        .iter()
-                        .map(|&o| offset(o as usize + sample_base)),
-                );
-            }
+            extend_offsets(
+                &mut mine.sequence_offsets,
+                (&theirs.sequence_offsets, theirs.single_samples),
+                0..sequences,
+                sample_base,
+            );
         }
         self.sequences.extend_from_slice(&other.sequences);
         Ok(())
