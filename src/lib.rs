@@ -56,4 +56,4 @@ pub use config::{
     StorageFormat, WindowSize,
 };
 pub use diag::{Diagnostic, JoinedPosition, Severity};
-pub use parser::{Element, ParsedSequences, Sample};
+pub use parser::{Element, ParsedSequences, Sample, SampleValues};

@@ -298,11 +298,7 @@ impl<T: Element> StreamData<T> {
             StorageFormat::Sparse => {
                 let base = self.values.len();
                 let first = values.start;
-                if col.unit_values {
-                    self.values.resize(base + values.len(), T::ONE);
-                } else {
-                    self.values.extend_from_slice(&col.values[values.clone()]);
-                }
+                col.values_in(values.clone()).append_to(&mut self.values);
                 self.row_indices.extend_from_slice(&col.indices[values]);
                 // The check saw the offsets non-decreasing and `base + their span` within
                 // `u32::MAX`, so neither the subtraction nor the conversion loses anything.
@@ -388,7 +384,7 @@ fn values_of<T>(
             }
         }
         StorageFormat::Sparse if col.single_entries => {
-            if samples.end > col.indices.len() {
+            if samples.end > col.indices.len() || samples.end > col.stored_value_count() {
                 return Err(bad("sample offsets"));
             }
             samples.clone()
@@ -400,7 +396,7 @@ fn values_of<T>(
             ) {
                 (Some(&a), Some(&b))
                     if a <= b
-                        && (col.unit_values || b as usize <= col.values.len())
+                        && b as usize <= col.stored_value_count()
                         && b as usize <= col.indices.len() =>
                 {
                     a as usize..b as usize
@@ -594,6 +590,7 @@ impl<T: Element> Minibatch<T> {
                 .zip(&spans[k * inputs..(k + 1) * inputs])
             {
                 touch_lines(&col.values, &span.values);
+                touch_lines(&col.byte_values, &span.values);
                 touch_lines(&col.indices, &span.values);
             }
         }
@@ -904,6 +901,7 @@ impl<T: Element> fmt::Debug for PooledMinibatch<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parser::values::ValueTier;
     use crate::parser::{Sample, SequenceInfo, StreamOptions, StreamParser};
     use proptest::prelude::*;
 
@@ -955,7 +953,7 @@ mod tests {
                             }
                         }
                         Sample::Sparse { indices, values } => {
-                            for (&i, &v) in indices.iter().zip(values) {
+                            for (&i, v) in indices.iter().zip(values.iter()) {
                                 r.row_indices.push(i);
                                 r.values.push(v);
                             }
@@ -1159,7 +1157,7 @@ mod tests {
             let y = &mut p.columns[1];
             let start = y.entry_count();
             for &(i, v) in entries {
-                y.push_entry(i, v);
+                y.push_entry(i, crate::parser::values::EntryValue::of(v));
             }
             y.end_sparse_sample(start);
         };
@@ -1181,32 +1179,43 @@ mod tests {
 8 |a 0 0 0 |b 0:1 |c 5
 ";
 
+    /// Sparse values that are all bytes, some of them not one.
+    const BYTE_VALUED: &str = "\
+4 |a 1 1 1 |b 2:1 3:0 |c 4
+4 |a 2 2 2 |b 7:255
+6 |a 0 0 0 |b 0:2 |c 5
+";
+
     #[test]
     fn implicit_and_stored_columns_pack_into_one_minibatch() {
         let inputs = mixed_inputs();
         let one_hot = parse::<f32>(&inputs, ONE_HOT);
-        assert_eq!(one_hot.columns[1].values(), None, "the values are implicit");
+        assert_eq!(one_hot.columns[1].value_tier, ValueTier::Ones);
+        let bytes = parse::<f32>(&inputs, BYTE_VALUED);
+        assert_eq!(bytes.columns[1].value_tier, ValueTier::Bytes);
         let mixed = parse::<f32>(&inputs, MIXED);
-        assert!(mixed.columns[1].values().is_some());
-        // Both sources as one, and the same sequences in that numbering.
+        assert_eq!(mixed.columns[1].value_tier, ValueTier::Stored);
+        assert!(mixed.columns[1].values().as_stored().is_some());
+        // All sources as one, and the same sequences in that numbering.
+        let sources = [&one_hot, &bytes, &mixed];
         let mut combined = one_hot.clone();
+        combined.append(&bytes).unwrap();
         combined.append(&mixed).unwrap();
         let items = [
             (&one_hot, 0),
             (&mixed, 2),
+            (&bytes, 1),
             (&one_hot, 1),
             (&mixed, 0),
+            (&bytes, 0),
             (&mixed, 1),
             (&one_hot, 0),
         ];
         let order: Vec<usize> = items
             .iter()
             .map(|&(from, seq)| {
-                if std::ptr::eq(from, &one_hot) {
-                    seq
-                } else {
-                    one_hot.len() + seq
-                }
+                let k = sources.iter().position(|&s| std::ptr::eq(s, from)).unwrap();
+                sources[..k].iter().map(|s| s.len()).sum::<usize>() + seq
             })
             .collect();
         let mut batched = Minibatch::new(&inputs);
@@ -1414,6 +1423,24 @@ mod tests {
             mb.push_sequence(&broken, 2),
             Err(PackError::Inconsistent { input: 2, .. })
         ));
+        // Byte-valued sparse values, fewer than the indices (one-hot and not).
+        for text in [
+            BYTE_VALUED,
+            "1 |a 1 1 1 |b 2:0 |c 1\n2 |a 2 2 2 |b 3:7 |c 2\n",
+        ] {
+            let mut broken = parse::<f32>(&inputs, text);
+            assert_eq!(broken.columns[1].value_tier, ValueTier::Bytes);
+            let last = broken.len() - 1;
+            broken.columns[1].byte_values.pop();
+            assert!(matches!(
+                mb.push_sequence(&broken, last),
+                Err(PackError::Inconsistent { input: 1, .. })
+            ));
+            assert!(matches!(
+                mb.push_sequences(&[(&broken, last)]),
+                Err(PackError::Inconsistent { input: 1, .. })
+            ));
+        }
         assert_eq!(mb, before, "errors change nothing");
 
         // A padded view of a minibatch whose layout was broken by hand.

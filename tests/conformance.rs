@@ -1270,7 +1270,7 @@ fn assert_only_sequence_5(out: &ReadOutcome<f32>) {
         b,
         [Sample::Sparse {
             indices: &[5][..],
-            values: &[5.0][..]
+            values: (&[5.0][..]).into()
         }]
     );
 }
@@ -1509,11 +1509,9 @@ fn jagged_sequences_sparse_matches_naive_parse() {
         let got: Vec<SparseSample> = seqs
             .samples(q, 0)
             .map(|s| match s {
-                Sample::Sparse { indices, values } => indices
-                    .iter()
-                    .copied()
-                    .zip(values.iter().copied())
-                    .collect(),
+                Sample::Sparse { indices, values } => {
+                    indices.iter().copied().zip(values.iter()).collect()
+                }
                 Sample::Dense(_) => panic!("F0 is sparse"),
             })
             .collect();

@@ -445,7 +445,7 @@ mod tests {
         let samples: Vec<Sample<'_, f32>> = (0..y.sample_count()).map(|i| y.sample(i)).collect();
         let one = |index| Sample::Sparse {
             indices: std::slice::from_ref(index),
-            values: &[1.0][..],
+            values: (&[1.0][..]).into(),
         };
         assert_eq!(samples, [one(&1), one(&4)]);
         assert_eq!(into.invalid.len(), 1);

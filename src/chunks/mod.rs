@@ -28,7 +28,7 @@ use crate::parser::{
 };
 
 /// The parsed content of one chunk.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct ParsedChunk<T> {
     /// The chunk's id in the index.
     pub chunk: u32,
@@ -41,6 +41,16 @@ pub struct ParsedChunk<T> {
     pub invalid: Vec<InvalidSequence>,
     /// Every error and warning found, in file order (lines are the file's).
     pub diagnostics: Vec<Diagnostic>,
+}
+
+impl<T: Element> PartialEq for ParsedChunk<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.chunk == other.chunk
+            && self.part == other.part
+            && self.sequences == other.sequences
+            && self.invalid == other.invalid
+            && self.diagnostics == other.diagnostics
+    }
 }
 
 impl<T: Element> ParsedChunk<T> {

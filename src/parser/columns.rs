@@ -3,14 +3,16 @@
 //!
 //! Dense inputs store `samples x dim` values contiguously. Sparse inputs store the values and
 //! row indices of all samples back to back, with per-sample start offsets, but leave out the
-//! values while all are one and the offsets while every sample holds one value (one-hot data,
-//! see [`InputColumn`]). Every input also records where each sequence's samples start, so a
+//! values while all are one, store them in a byte each while all are integers from 0 to 255
+//! (module `values`), and leave out the offsets while every sample holds one value (one-hot
+//! data, see [`InputColumn`]). Every input also records where each sequence's samples start, so a
 //! sequence's data is a range of each column.
 
 use std::ops::Range;
 
 use crate::config::{InputConfig, StorageFormat};
 use crate::parser::number::Element;
+use crate::parser::values::{EntryValue, SampleValues, ValueTier};
 
 /// Most samples, and most stored values of a sparse input, that one column holds. Its offsets
 /// are 32-bit: half the memory of `usize` ones, and half the cache lines the packer reads for
@@ -21,21 +23,24 @@ pub const MAX_COLUMN_ENTRIES: usize = u32::MAX as usize;
 
 /// The parsed samples of one input for a run of sequences.
 ///
-/// A sparse column stores less for the most common sparse data, one-hot samples, without
-/// changing what it holds: while every stored value is one, the values are not stored, and
-/// while every sample holds exactly one stored value, the sample offsets are not stored. The
-/// first value other than one, or the first sample of another size, writes out what was
-/// implicit so far. A one-hot sample then costs 4 bytes (its index) instead of 12, which is
-/// less memory to fault in, to cache and to read again when packing.
+/// A sparse column stores less for the most common sparse data, one-hot samples and small
+/// counts, without changing what it holds: while every stored value is one, the values are
+/// not stored; while every one is an integer from 0 to 255, each takes a byte; and while
+/// every sample holds exactly one stored value, the sample offsets are not stored. The first
+/// value or sample that does not fit writes out what was implicit or narrow so far, once. A
+/// one-hot sample then costs 4 bytes (its index) instead of 12, and an entry with a small
+/// count 5 instead of 8: less memory to fault in, to cache and to read again when packing.
 #[derive(Clone, Debug)]
 pub struct InputColumn<T> {
     /// Dense or sparse.
     pub format: StorageFormat,
     /// Values per dense sample, or the exclusive index bound of a sparse input.
     pub dim: usize,
-    /// Dense: `samples x dim` values. Sparse: the stored values of all samples, or nothing
-    /// while `unit_values`.
+    /// Dense: `samples x dim` values. Sparse: the stored values of all samples while
+    /// `value_tier` is [`ValueTier::Stored`], else nothing.
     pub(crate) values: Vec<T>,
+    /// Sparse while `value_tier` is [`ValueTier::Bytes`]: the stored values, a byte each.
+    pub(crate) byte_values: Vec<u8>,
     /// Sparse only: the index of each stored value.
     pub(crate) indices: Vec<u32>,
     /// Sparse only, and nothing while `single_entries`: start of each sample in `indices`,
@@ -50,17 +55,15 @@ pub struct InputColumn<T> {
     pub(crate) single_samples: bool,
     /// The number of complete sequences while `single_samples`.
     implicit_sequences: usize,
-    /// Sparse: every stored value is one, and `values` is empty.
-    pub(crate) unit_values: bool,
+    /// Sparse: how the stored values are stored (dense columns are always
+    /// [`ValueTier::Stored`]).
+    pub(crate) value_tier: ValueTier,
     /// Sparse: every sample holds exactly one stored value (sample `i` is stored value `i`),
     /// and `sample_offsets` is empty.
     pub(crate) single_entries: bool,
-    /// Sparse while `unit_values`: ones, at least as many as any sample holds, lent to
-    /// [`sample`](Self::sample) as a sample's values.
-    ones: Vec<T>,
 }
 
-impl<T: PartialEq> PartialEq for InputColumn<T> {
+impl<T: Element> PartialEq for InputColumn<T> {
     /// Columns are equal when they hold the same samples in the same sequences, whatever
     /// they left implicit.
     fn eq(&self, other: &Self) -> bool {
@@ -109,22 +112,14 @@ impl<T> InputColumn<T> {
         offset_at(&self.sample_offsets, self.single_entries, sample)
     }
 
-    /// Sample `i` of this column.
-    pub fn sample(&self, i: usize) -> Sample<'_, T> {
-        match self.format {
-            StorageFormat::Dense => Sample::Dense(&self.values[i * self.dim..(i + 1) * self.dim]),
-            StorageFormat::Sparse => {
-                let range = self.entry_start(i)..self.entry_start(i + 1);
-                let values = if self.unit_values {
-                    &self.ones[..range.len()]
-                } else {
-                    &self.values[range.clone()]
-                };
-                Sample::Sparse {
-                    indices: &self.indices[range],
-                    values,
-                }
-            }
+    /// How many values are stored in the column's tier (a sparse column's stored values,
+    /// whether or not they take memory; a dense column's `samples x dim`).
+    #[inline]
+    pub(crate) fn stored_value_count(&self) -> usize {
+        match self.value_tier {
+            ValueTier::Ones => self.indices.len(),
+            ValueTier::Bytes => self.byte_values.len(),
+            ValueTier::Stored => self.values.len(),
         }
     }
 }
@@ -136,14 +131,43 @@ impl<T: Element> InputColumn<T> {
             format: input.format,
             dim: input.dim,
             values: Vec::new(),
+            byte_values: Vec::new(),
             indices: Vec::new(),
             sample_offsets: Vec::new(),
             sequence_offsets: Vec::new(),
             single_samples: true,
             implicit_sequences: 0,
-            unit_values: sparse,
+            value_tier: if sparse {
+                ValueTier::Ones
+            } else {
+                ValueTier::Stored
+            },
             single_entries: sparse,
-            ones: Vec::new(),
+        }
+    }
+
+    /// Sample `i` of this column.
+    pub fn sample(&self, i: usize) -> Sample<'_, T> {
+        match self.format {
+            StorageFormat::Dense => Sample::Dense(&self.values[i * self.dim..(i + 1) * self.dim]),
+            StorageFormat::Sparse => {
+                let range = self.entry_start(i)..self.entry_start(i + 1);
+                Sample::Sparse {
+                    indices: &self.indices[range.clone()],
+                    values: self.values_in(range),
+                }
+            }
+        }
+    }
+
+    /// The values `range` of the [`entry_count`](Self::entry_count) values; `range` must
+    /// be within them.
+    #[inline]
+    pub(crate) fn values_in(&self, range: Range<usize>) -> SampleValues<'_, T> {
+        match self.value_tier {
+            ValueTier::Ones => SampleValues::ones(range.len()),
+            ValueTier::Bytes => SampleValues::bytes(&self.byte_values[range]),
+            ValueTier::Stored => SampleValues::from(&self.values[range]),
         }
     }
 
@@ -184,16 +208,16 @@ impl<T: Element> InputColumn<T> {
         &self.indices
     }
 
-    /// The values, one per [`entry_count`](Self::entry_count); `None` for a sparse input
-    /// whose every stored value is one, which are then not stored.
-    pub fn values(&self) -> Option<&[T]> {
-        (!self.unit_values).then_some(&self.values[..])
+    /// The values, one per [`entry_count`](Self::entry_count).
+    pub fn values(&self) -> SampleValues<'_, T> {
+        self.values_in(0..self.entry_count())
     }
 
     /// Bytes its buffers hold on the heap (their capacity).
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        (self.values.capacity() + self.ones.capacity()) * size_of::<T>()
+        self.values.capacity() * size_of::<T>()
+            + self.byte_values.capacity()
             + self.indices.capacity() * size_of::<u32>()
             + (self.sample_offsets.capacity() + self.sequence_offsets.capacity()) * size_of::<u32>()
     }
@@ -201,6 +225,7 @@ impl<T: Element> InputColumn<T> {
     /// Reserves exactly the room to append every sequence of `other` (same input).
     pub(crate) fn reserve_for(&mut self, other: &InputColumn<T>) {
         self.values.reserve_exact(other.values.len());
+        self.byte_values.reserve_exact(other.byte_values.len());
         self.indices.reserve_exact(other.indices.len());
         self.sample_offsets
             .reserve_exact(other.sample_offsets.len());
@@ -247,22 +272,37 @@ impl<T: Element> InputColumn<T> {
 
     /// Appends a stored value of the sparse sample being read.
     #[inline]
-    pub(crate) fn push_entry(&mut self, index: u32, value: T) {
-        if !self.unit_values {
-            self.values.push(value);
-        } else if value != T::ONE {
-            self.store_values();
-            self.values.push(value);
-        }
+    pub(crate) fn push_entry(&mut self, index: u32, value: EntryValue<T>) {
+        self.push_value(value);
         self.indices.push(index);
+    }
+
+    /// Appends a stored value, widening the tier first when it cannot hold the value.
+    #[inline(always)]
+    fn push_value(&mut self, value: EntryValue<T>) {
+        match (self.value_tier, value) {
+            (ValueTier::Stored, value) => self.values.push(value.value()),
+            (ValueTier::Bytes, EntryValue::Byte(byte)) => self.byte_values.push(byte),
+            (ValueTier::Ones, EntryValue::Byte(1)) => {}
+            _ => self.push_widening(value),
+        }
+    }
+
+    /// Appends `value`, which the column's tier cannot hold, after widening the tier.
+    #[cold]
+    fn push_widening(&mut self, value: EntryValue<T>) {
+        self.widen_values(value.tier());
+        self.push_value(value);
     }
 
     /// Drops the stored values after the first `entries` (of a sparse sample that failed).
     #[inline]
     pub(crate) fn truncate_entries(&mut self, entries: usize) {
         self.indices.truncate(entries);
-        if !self.unit_values {
-            self.values.truncate(entries);
+        match self.value_tier {
+            ValueTier::Ones => {}
+            ValueTier::Bytes => self.byte_values.truncate(entries),
+            ValueTier::Stored => self.values.truncate(entries),
         }
     }
 
@@ -277,20 +317,40 @@ impl<T: Element> InputColumn<T> {
             self.store_sample_offsets(start);
             self.sample_offsets.push(offset(end));
         }
-        if self.unit_values && self.ones.len() < end - start {
-            self.ones.resize(end - start, T::ONE);
-        }
     }
 
-    /// Stores the values `unit_values` left implicit (all ones), from now on.
+    /// Moves the sparse values to tier `tier` when it is wider than the column's, writing
+    /// out the values stored so far (one per index) in the wider form, from now on.
     #[cold]
-    fn store_values(&mut self) {
+    fn widen_values(&mut self, tier: ValueTier) {
+        if tier <= self.value_tier {
+            return;
+        }
+        let held = self.indices.len();
         // Room for as many values as indices (keeping any room reserved for them).
-        self.values.clear();
-        self.values.reserve(self.indices.capacity());
-        self.values.resize(self.indices.len(), T::ONE);
-        self.unit_values = false;
-        self.ones = Vec::new();
+        let room = self.indices.capacity().max(held);
+        match tier {
+            ValueTier::Ones => {}
+            ValueTier::Bytes => {
+                // From ones.
+                self.byte_values.clear();
+                self.byte_values.reserve(room);
+                self.byte_values.resize(held, 1);
+            }
+            ValueTier::Stored => {
+                let mut widened = std::mem::take(&mut self.values);
+                widened.clear();
+                widened.reserve(room);
+                let narrow = match self.value_tier {
+                    ValueTier::Bytes => SampleValues::bytes(&self.byte_values),
+                    _ => SampleValues::ones(held),
+                };
+                narrow.append_to(&mut widened);
+                self.values = widened;
+                self.byte_values = Vec::new();
+            }
+        }
+        self.value_tier = tier;
     }
 
     /// Stores the sample offsets `single_entries` left implicit, for the first `samples`
@@ -311,23 +371,15 @@ impl<T: Element> InputColumn<T> {
         let entries = other.entries_within(samples.clone());
         let samples_before = self.sample_count();
         let entries_before = self.indices.len();
-        match (self.unit_values, other.unit_values) {
-            (true, true) => {
-                if self.ones.len() < other.ones.len() {
-                    self.ones.resize(other.ones.len(), T::ONE);
-                }
+        self.widen_values(other.value_tier);
+        let theirs = other.values_in(entries.clone());
+        match self.value_tier {
+            ValueTier::Ones => {}
+            ValueTier::Bytes => {
+                // Their tier is at most bytes, so their values fit.
+                theirs.append_bytes_to(&mut self.byte_values);
             }
-            (true, false) => {
-                self.store_values();
-                self.values
-                    .extend_from_slice(&other.values[entries.clone()]);
-            }
-            (false, true) => self
-                .values
-                .resize(self.values.len() + entries.len(), T::ONE),
-            (false, false) => self
-                .values
-                .extend_from_slice(&other.values[entries.clone()]),
+            ValueTier::Stored => theirs.append_to(&mut self.values),
         }
         self.indices
             .extend_from_slice(&other.indices[entries.clone()]);
@@ -413,8 +465,14 @@ impl<T: Element> InputColumn<T> {
             }
             StorageFormat::Sparse => {
                 let nnz = self.entry_start(samples);
-                if !self.unit_values {
-                    self.values.drain(..nnz);
+                match self.value_tier {
+                    ValueTier::Ones => {}
+                    ValueTier::Bytes => {
+                        self.byte_values.drain(..nnz);
+                    }
+                    ValueTier::Stored => {
+                        self.values.drain(..nnz);
+                    }
                 }
                 self.indices.drain(..nnz);
                 if !self.single_entries {
@@ -489,7 +547,7 @@ impl std::fmt::Display for ColumnOverflow {
 }
 
 /// One sample of one input, borrowed from a column.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy)]
 pub enum Sample<'a, T> {
     /// `dim` values.
     Dense(&'a [T]),
@@ -497,9 +555,38 @@ pub enum Sample<'a, T> {
     Sparse {
         /// Row index of each value.
         indices: &'a [u32],
-        /// The stored values.
-        values: &'a [T],
+        /// The stored values (read them as `T` whatever their storage).
+        values: SampleValues<'a, T>,
     },
+}
+
+impl<T: Element> PartialEq for Sample<'_, T> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Sample::Dense(a), Sample::Dense(b)) => a == b,
+            (
+                Sample::Sparse { indices, values },
+                Sample::Sparse {
+                    indices: other_indices,
+                    values: other_values,
+                },
+            ) => indices == other_indices && values == other_values,
+            _ => false,
+        }
+    }
+}
+
+impl<T: Element> std::fmt::Debug for Sample<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sample::Dense(values) => f.debug_tuple("Dense").field(values).finish(),
+            Sample::Sparse { indices, values } => f
+                .debug_struct("Sparse")
+                .field("indices", indices)
+                .field("values", values)
+                .finish(),
+        }
+    }
 }
 
 /// Where a sequence came from and what it holds, besides its samples.
@@ -513,21 +600,28 @@ pub struct SequenceInfo {
     pub counted_lines: u32,
 }
 
-/// The lengths of the buffers of a [`ParsedSequences`] (per column: values, indices, sample
-/// offsets, sequence offsets; and the sequences).
+/// The lengths of the buffers of a [`ParsedSequences`] (per column: values, byte values,
+/// indices, sample offsets, sequence offsets; and the sequences).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BufferLengths {
-    pub(crate) columns: Vec<[usize; 4]>,
+    pub(crate) columns: Vec<[usize; 5]>,
     pub(crate) sequences: usize,
 }
 
 /// Parsed sequences in columnar form: the output of the parser.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct ParsedSequences<T> {
     /// One column per configured input, in configuration order.
     pub columns: Vec<InputColumn<T>>,
     /// One entry per complete sequence.
     pub sequences: Vec<SequenceInfo>,
+}
+
+impl<T: Element> PartialEq for ParsedSequences<T> {
+    /// Equal when they hold the same sequences, whatever their columns left implicit.
+    fn eq(&self, other: &Self) -> bool {
+        self.columns == other.columns && self.sequences == other.sequences
+    }
 }
 
 impl<T: Element> ParsedSequences<T> {
@@ -549,6 +643,7 @@ impl<T: Element> ParsedSequences<T> {
                 .map(|c| {
                     [
                         c.values.len(),
+                        c.byte_values.len(),
                         c.indices.len(),
                         c.sample_offsets.len(),
                         c.sequence_offsets.len(),
@@ -570,9 +665,10 @@ impl<T: Element> ParsedSequences<T> {
         };
         for (c, l) in self.columns.iter_mut().zip(&lengths.columns) {
             c.values.reserve(scaled(l[0]));
-            c.indices.reserve(scaled(l[1]));
-            c.sample_offsets.reserve(scaled(l[2]));
-            c.sequence_offsets.reserve(scaled(l[3]));
+            c.byte_values.reserve(scaled(l[1]));
+            c.indices.reserve(scaled(l[2]));
+            c.sample_offsets.reserve(scaled(l[3]));
+            c.sequence_offsets.reserve(scaled(l[4]));
         }
         self.sequences.reserve(scaled(lengths.sequences));
     }
@@ -773,7 +869,7 @@ mod tests {
         mine.append_within(&theirs, 5).unwrap();
         assert_eq!(mine.len(), 3);
         assert_eq!(mine.columns[1].sample_offsets, [0, 2, 4, 5]);
-        assert_eq!(mine.columns[1].values, [1.0, 2.0, 4.0, 5.0, 6.0]);
+        assert_eq!(mine.columns[1].values().to_vec(), [1.0, 2.0, 4.0, 5.0, 6.0]);
         let starts: Vec<Option<usize>> =
             (0..5).map(|s| mine.columns[0].samples_before(s)).collect();
         assert_eq!(starts, [Some(0), Some(1), Some(2), Some(3), None]);
@@ -800,9 +896,9 @@ mod tests {
     fn one_hot_samples_store_only_their_indices() {
         let p = parsed(&["|s 3:1", "|d 1 2 |s 7:1.0", "|s 0:1e0"]);
         let s = &p.columns[1];
-        assert!(s.unit_values && s.single_entries);
-        assert_eq!(s.values(), None);
-        assert!(s.values.is_empty() && s.sample_offsets.is_empty());
+        assert!(s.value_tier == ValueTier::Ones && s.single_entries);
+        assert_eq!(s.values().as_stored(), None);
+        assert!(s.values.is_empty() && s.byte_values.is_empty() && s.sample_offsets.is_empty());
         assert_eq!(s.indices(), [3, 7, 0]);
         assert_eq!(s.entry_count(), 3);
         assert_eq!(s.entries_of(1..3), Some(1..3));
@@ -815,17 +911,28 @@ mod tests {
                 (vec![0], vec![1.0])
             ]
         );
-        assert_eq!(p.columns[0].values(), Some(&[1.0, 2.0][..]));
+        assert_eq!(p.columns[0].values().as_stored(), Some(&[1.0, 2.0][..]));
     }
 
     #[test]
     fn the_first_other_value_or_size_stores_what_was_implicit() {
-        let lines = ["|s 1:1", "|s 2:1", "|s 3:2.5", "|s 4:1 5:1", "|s", "|s 6:1"];
+        let lines = [
+            "|s 1:1",
+            "|s 2:1",
+            "|s 3:0",
+            "|s 4:1 5:255",
+            "|s 7:2",
+            "|s 8:2.5",
+            "|s",
+            "|s 6:1",
+        ];
         let expected: Vec<(Vec<u32>, Vec<f32>)> = vec![
             (vec![1], vec![1.0]),
             (vec![2], vec![1.0]),
-            (vec![3], vec![2.5]),
-            (vec![4, 5], vec![1.0, 1.0]),
+            (vec![3], vec![0.0]),
+            (vec![4, 5], vec![1.0, 255.0]),
+            (vec![7], vec![2.0]),
+            (vec![8], vec![2.5]),
             (vec![], vec![]),
             (vec![6], vec![1.0]),
         ];
@@ -833,13 +940,30 @@ mod tests {
             let p = parsed(&lines[..n]);
             assert_eq!(sparse_samples(&p, 1), expected[..n], "after {n} lines");
             let s = &p.columns[1];
-            assert_eq!(s.unit_values, n < 3, "after {n} lines");
+            let tier = match n {
+                1..=2 => ValueTier::Ones,
+                3..=5 => ValueTier::Bytes,
+                _ => ValueTier::Stored,
+            };
+            assert_eq!(s.value_tier, tier, "after {n} lines");
+            assert_eq!(s.values.is_empty(), tier != ValueTier::Stored);
+            assert_eq!(s.byte_values.is_empty(), tier != ValueTier::Bytes);
+            assert_eq!(s.stored_value_count(), s.entry_count());
             assert_eq!(s.single_entries, n < 4, "after {n} lines");
+        }
+        // A value that is not a byte straight after ones skips the byte tier.
+        for wide in ["-0", "256", "0.5", "-1"] {
+            let p = parsed(&["|s 1:1", &format!("|s 2:{wide}")]);
+            assert_eq!(p.columns[1].value_tier, ValueTier::Stored, "{wide}");
+            let want: f32 = wide.parse().unwrap();
+            let got = p.columns[1].values().to_vec();
+            assert_eq!(got[0], 1.0);
+            assert_eq!(got[1].to_bits(), want.to_bits(), "{wide}");
         }
         // A sample of several stored values first: offsets stored, values still implicit.
         let p = parsed(&["|s 1:1 2:1", "|s 3:1"]);
         let s = &p.columns[1];
-        assert!(s.unit_values && !s.single_entries);
+        assert!(s.value_tier == ValueTier::Ones && !s.single_entries);
         assert_eq!(s.sample_offsets, [0, 2, 3]);
         assert_eq!(
             sparse_samples(&p, 1),
@@ -849,9 +973,12 @@ mod tests {
 
     #[test]
     fn appends_mix_implicit_and_stored_columns() {
-        let variants: [&[&str]; 7] = [
+        let variants: [&[&str]; 10] = [
             &["|s 1:1", "|s 2:1"],
             &["|s 2:3", "|s 4:1"],
+            &["|s 2:0 3:1", "|s 4:255"],
+            &["|s 2:-3", "|s 4:1"],
+            &["|s 3:0", "|s 4:1.5 5:1"],
             &["|s 4:1 5:1", "|s 6:1"],
             &["|s", "|s 7:1"],
             &["|d 1 2"],
@@ -923,8 +1050,16 @@ mod tests {
 
     #[test]
     fn truncate_and_clear_keep_implicit_columns_whole() {
-        let lines = ["|s 1:1", "|s 2:1", "|s 3:4 5:1", "|s 6:1"];
-        let full = parsed(&lines);
+        for lines in [
+            ["|s 1:1", "|s 2:1", "|s 3:4 5:1", "|s 6:1"],
+            ["|s 1:1", "|s 2:1", "|s 3:4 5:1", "|s 6:0.5"],
+        ] {
+            truncate_and_clear_keep_the_other_samples(&lines);
+        }
+    }
+
+    fn truncate_and_clear_keep_the_other_samples(lines: &[&str]) {
+        let full = parsed(lines);
         for n in 0..=lines.len() {
             let mut cut = full.clone();
             cut.truncate(n);
@@ -947,11 +1082,15 @@ mod tests {
     #[test]
     fn equality_ignores_what_is_left_implicit() {
         let implicit = parsed(&["|s 1:1"]);
-        let mut stored = parsed(&["|s 1:1", "|s 2:2 3:3"]);
-        stored.truncate(1);
-        assert!(!stored.columns[1].unit_values && !stored.columns[1].single_entries);
-        assert_eq!(stored, implicit);
+        for other in ["|s 2:2 3:3", "|s 2:2.5 3:3"] {
+            let mut stored = parsed(&["|s 1:1", other]);
+            stored.truncate(1);
+            assert!(stored.columns[1].value_tier > ValueTier::Ones);
+            assert!(!stored.columns[1].single_entries);
+            assert_eq!(stored, implicit, "{other}");
+        }
         assert_ne!(parsed(&["|s 1:2"]), implicit);
+        assert_ne!(parsed(&["|s 1:2.5"]), parsed(&["|s 1:2"]));
         assert_ne!(parsed(&["|s 1:1 2:1"]), implicit);
     }
 }

@@ -12,7 +12,9 @@ use memchr::memchr2;
 use crate::config::{InputConfig, StorageFormat};
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{ParsedSequences, MAX_COLUMN_ENTRIES};
-use crate::parser::number::{leading_digits_value, scan_number, Element, NumberError};
+use crate::parser::number::{
+    leading_digits_value, scan_entry_value, scan_number, Element, NumberError,
+};
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -536,7 +538,7 @@ impl LineParser {
             } else if buf[pos] != b':' {
                 Some("the index must be followed by ':'".to_string())
             } else {
-                match scan_number::<T>(buf, pos + 1) {
+                match scan_entry_value::<T>(buf, pos + 1) {
                     Ok((value, end)) => {
                         pos = end;
                         if !ends_name(buf[pos]) {
@@ -700,7 +702,7 @@ mod tests {
         // Sparse: 3 stored values fit, 2 more do not; that sample is dropped whole.
         assert!(line("|s 1:1 2:2 3:3", &mut out).is_empty());
         let errs = line("|s 4:4 5:5 |d 1 2 3", &mut out);
-        assert_eq!(out.columns[1].values, [1.0, 2.0, 3.0]);
+        assert_eq!(out.columns[1].values().to_vec(), [1.0, 2.0, 3.0]);
         assert_eq!(out.columns[1].sample_offsets, [0, 3]);
         assert_eq!(
             out.columns[0].values,
@@ -782,7 +784,7 @@ mod tests {
             out.columns[1].sample(0),
             Sample::Sparse {
                 indices: &[4][..],
-                values: &[2.0][..]
+                values: (&[2.0][..]).into()
             }
         );
     }

@@ -8,6 +8,7 @@ pub mod columns;
 pub mod line;
 pub mod number;
 pub mod stream;
+pub mod values;
 
 pub use columns::{
     BufferLengths, ColumnOverflow, InputColumn, ParsedSequences, Sample, SequenceInfo,
@@ -18,3 +19,4 @@ pub use number::Element;
 pub use stream::{
     FatalDataError, InvalidSequence, KeyMode, ParseCounts, StreamOptions, StreamParser,
 };
+pub use values::SampleValues;

@@ -9,6 +9,8 @@
 use std::fmt::Debug;
 use std::ops::Neg;
 
+use crate::parser::values::EntryValue;
+
 /// Element type of decoded values: `f32` or `f64`.
 pub trait Element:
     Copy + Default + PartialEq + PartialOrd + Neg<Output = Self> + Debug + Send + Sync + 'static
@@ -27,6 +29,11 @@ pub trait Element:
     fn to_f64(self) -> f64;
     /// Writes the shortest decimal that parses back to the same value.
     fn write_shortest(self, out: &mut String);
+    /// The value as a byte when it is exactly an integer from 0 to 255 (not `-0`, not NaN),
+    /// which a sparse column may then store in one byte.
+    fn to_byte(self) -> Option<u8>;
+    /// The value of a byte (exact).
+    fn from_byte(byte: u8) -> Self;
 }
 
 const POW10_F64: [f64; 23] = [
@@ -59,6 +66,19 @@ impl Element for f64 {
     #[inline]
     fn from_u64(v: u64) -> f64 {
         v as f64
+    }
+
+    #[inline]
+    fn to_byte(self) -> Option<u8> {
+        // `as` saturates (NaN gives 0); the bits tell a byte's value from -0, NaN or a
+        // fraction.
+        let byte = self as u8;
+        (f64::from(byte).to_bits() == self.to_bits()).then_some(byte)
+    }
+
+    #[inline]
+    fn from_byte(byte: u8) -> f64 {
+        f64::from(byte)
     }
 
     fn parse_token(token: &str) -> Option<f64> {
@@ -99,6 +119,19 @@ impl Element for f32 {
     #[inline]
     fn from_u64(v: u64) -> f32 {
         v as f32
+    }
+
+    #[inline]
+    fn to_byte(self) -> Option<u8> {
+        // `as` saturates (NaN gives 0); the bits tell a byte's value from -0, NaN or a
+        // fraction.
+        let byte = self as u8;
+        (f32::from(byte).to_bits() == self.to_bits()).then_some(byte)
+    }
+
+    #[inline]
+    fn from_byte(byte: u8) -> f32 {
+        f32::from(byte)
     }
 
     fn parse_token(token: &str) -> Option<f32> {
@@ -187,7 +220,39 @@ const EXP_LIMIT: i32 = 100_000;
 /// that cannot continue it, so `1-2` yields `1` and stops before `-`.
 #[inline(always)]
 pub fn scan_number<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), NumberError> {
-    // Fast path for the commonest value: a short unsigned integer (`0`, `1`, `255`).
+    match short_integer(bytes, pos) {
+        Some((value, end)) => Ok((T::from_u64(value), end)),
+        None => scan_number_general(bytes, pos),
+    }
+}
+
+/// [`scan_number`] for a sparse value, which a column may store as a byte: an integer from
+/// 0 to 255 comes as [`EntryValue::Byte`] (without a conversion to `T` on the fast path).
+#[inline]
+pub(crate) fn scan_entry_value<T: Element>(
+    bytes: &[u8],
+    pos: usize,
+) -> Result<(EntryValue<T>, usize), NumberError> {
+    match short_integer(bytes, pos) {
+        Some((value, end)) => {
+            let entry = match u8::try_from(value) {
+                Ok(byte) => EntryValue::Byte(byte),
+                Err(_) => EntryValue::Wide(T::from_u64(value)),
+            };
+            Ok((entry, end))
+        }
+        None => {
+            let (value, end) = scan_number_general::<T>(bytes, pos)?;
+            Ok((EntryValue::of(value), end))
+        }
+    }
+}
+
+/// The fast path of [`scan_number`], for the commonest value: a short unsigned integer
+/// (`0`, `1`, `255`) of at most 7 digits, not followed by a fraction or an exponent. Returns
+/// it and the position after it.
+#[inline(always)]
+fn short_integer(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
     let mut value = 0u64;
     let mut i = pos;
     let limit = pos + 8;
@@ -200,10 +265,8 @@ pub fn scan_number<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), N
         value = value * 10 + u64::from(digit);
         i += 1;
     }
-    if i > pos && i < limit && !matches!(bytes.get(i), Some(b'.' | b'e' | b'E')) {
-        return Ok((T::from_u64(value), i));
-    }
-    scan_number_general(bytes, pos)
+    (i > pos && i < limit && !matches!(bytes.get(i), Some(b'.' | b'e' | b'E')))
+        .then_some((value, i))
 }
 
 /// The whole grammar: signs, fractions, exponents, long mantissas.
@@ -326,6 +389,41 @@ mod tests {
 
     fn num<T: Element>(s: &str) -> Result<(T, usize), NumberError> {
         scan_number::<T>(s.as_bytes(), 0)
+    }
+
+    #[test]
+    fn to_byte_takes_exactly_the_integers_0_to_255() {
+        fn check<T: Element>(text: &str, want: Option<u8>) {
+            let value = num::<T>(text).unwrap().0;
+            assert_eq!(value.to_byte(), want, "{} {text}", T::NAME);
+            if let Some(b) = want {
+                assert_eq!(T::from_byte(b), value, "{} {text}", T::NAME);
+            }
+        }
+        for (text, want) in [
+            ("0", Some(0)),
+            ("1", Some(1)),
+            ("3.0", Some(3)),
+            ("2e2", Some(200)),
+            ("255", Some(255)),
+            ("256", None),
+            ("-0", None),
+            ("-1", None),
+            ("0.5", None),
+            ("254.999", None),
+            ("1e30", None),
+        ] {
+            check::<f32>(text, want);
+            check::<f64>(text, want);
+        }
+        for special in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e-30] {
+            assert_eq!(special.to_byte(), None);
+            assert_eq!((special as f32).to_byte(), None);
+        }
+        for b in 0..=255u8 {
+            assert_eq!(f32::from_byte(b).to_byte(), Some(b));
+            assert_eq!(f64::from_byte(b).to_byte(), Some(b));
+        }
     }
 
     #[test]

@@ -20,9 +20,9 @@ pub fn push_json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-fn push_values<T: Element>(out: &mut String, values: &[T]) {
+fn push_values<T: Element>(out: &mut String, values: impl Iterator<Item = T>) {
     out.push('[');
-    for (i, v) in values.iter().enumerate() {
+    for (i, v) in values.enumerate() {
         if i > 0 {
             out.push(',');
         }
@@ -52,7 +52,7 @@ pub fn push_sequence<T: Element>(
                 out.push(',');
             }
             match sample {
-                Sample::Dense(values) => push_values(out, values),
+                Sample::Dense(values) => push_values(out, values.iter().copied()),
                 Sample::Sparse { indices, values } => {
                     out.push_str("{\"indices\":[");
                     for (j, ix) in indices.iter().enumerate() {
@@ -62,7 +62,7 @@ pub fn push_sequence<T: Element>(
                         let _ = write!(out, "{ix}");
                     }
                     out.push_str("],\"values\":");
-                    push_values(out, values);
+                    push_values(out, values.iter());
                     out.push('}');
                 }
             }

@@ -205,9 +205,9 @@ impl<T: Element> InputTotals<T> {
         self.samples += samples as u64;
         match column.format {
             StorageFormat::Dense => {
-                let values = column.values().unwrap_or_default();
+                let values = column.values();
                 let end = (samples * column.dim).min(values.len());
-                for &v in &values[..end] {
+                for v in values.iter().take(end) {
                     self.sum += v.to_f64();
                     self.min = Some(match self.min {
                         Some(m) if m <= v => m,
