@@ -997,6 +997,31 @@ mod tests {
     }
 
     #[test]
+    fn word_search_finds_every_pipe_and_line_feed_in_order() {
+        // Deterministic bytes, dense in hits, of every length up to three blocks, searched
+        // from every start.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let alphabet = b"|\n0a #:\x80\xff";
+        for len in 0..200 {
+            let buf: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            for from in 0..=len {
+                let want: Vec<usize> = (from..len)
+                    .filter(|&i| buf[i] == b'|' || buf[i] == b'\n')
+                    .collect();
+                let got: Vec<usize> = WordSearch::new(&buf, from).collect();
+                assert_eq!(got, want, "{len} bytes from {from}");
+            }
+        }
+    }
+
+    #[test]
     fn id_mode_runs_include_idless_lines_and_count_sample_lines() {
         let text = "7 |a 1 2\n|b 1:1\n\n|# note\n8 |a 3 4 |b\n8 |a 5 6\n";
         assert_eq!(spans(text), [(7, 0, 25, 1, 2), (8, 25, 46, 5, 2)]);
