@@ -294,7 +294,7 @@ impl<T: Element> StreamData<T> {
     fn append_span(&mut self, col: &InputColumn<T>, span: &Span) {
         let Span { samples, values } = span.clone();
         match self.format {
-            StorageFormat::Dense => self.values.extend_from_slice(&col.values[values]),
+            StorageFormat::Dense => col.values_in(values).append_to(&mut self.values),
             StorageFormat::Sparse => {
                 let base = self.values.len();
                 let first = values.start;
@@ -379,7 +379,7 @@ fn values_of<T>(
             let start = samples.start.checked_mul(col.dim);
             let end = samples.end.checked_mul(col.dim);
             match (start, end) {
-                (Some(a), Some(b)) if b <= col.values.len() => a..b,
+                (Some(a), Some(b)) if b <= col.stored_value_count() => a..b,
                 _ => return Err(bad("sequence offsets")),
             }
         }
@@ -948,7 +948,7 @@ mod tests {
                     match sample {
                         Sample::Dense(values) => {
                             assert_eq!(values.len(), col.dim);
-                            for &v in values {
+                            for v in values {
                                 r.values.push(v);
                             }
                         }
@@ -1022,7 +1022,7 @@ mod tests {
             for t in 0..max_len {
                 match samples.get(t) {
                     Some(Sample::Dense(values)) => {
-                        out.values.extend(values.iter().copied());
+                        out.values.extend(values.iter());
                         out.mask.push(if t == 0 { 2 } else { 1 });
                     }
                     Some(Sample::Sparse { .. }) => unreachable!("dense input"),
@@ -1161,6 +1161,8 @@ mod tests {
             }
             y.end_sparse_sample(start);
         };
+        // `x` is built by hand at full width.
+        p.columns[0].value_tier = ValueTier::Stored;
         p.columns[0].values.extend([1.0, 2.0, 3.0, 4.0]);
         sparse_sample(&mut p, &[(1, 5.0)]);
         p.commit_sequence(info(10));
@@ -1418,7 +1420,7 @@ mod tests {
         // `c` has one sample per sequence: its sequence offsets are implicit.
         let mut broken = parsed.clone();
         assert!(broken.columns[2].single_samples);
-        broken.columns[2].values.truncate(2);
+        broken.columns[2].truncate_values(2);
         assert!(matches!(
             mb.push_sequence(&broken, 2),
             Err(PackError::Inconsistent { input: 2, .. })

@@ -1264,7 +1264,7 @@ fn assert_only_sequence_5(out: &ReadOutcome<f32>) {
     assert_eq!(keys, [5], "only sequence 5 is valid");
     assert_eq!(seqs.sequences[0].line, 34);
     let a: Vec<Sample<'_, f32>> = seqs.samples(0, 0).collect();
-    assert_eq!(a, [Sample::Dense(&[5.0][..])]);
+    assert_eq!(a, [Sample::Dense((&[5.0][..]).into())]);
     let b: Vec<Sample<'_, f32>> = seqs.samples(0, 1).collect();
     assert_eq!(
         b,
@@ -1561,7 +1561,12 @@ fn v2data_features_match_naive_parse() {
             assert_eq!(seqs.sequences[q].key, q as u64, "{name}: line-mode key");
             assert_eq!(seqs.sample_count(q, 0), 1, "{name}: sequence {q}");
             let got: Vec<Sample<'_, f32>> = seqs.samples(q, 0).collect();
-            assert_eq!(got, [Sample::Dense(&want[..])], "{name}: line {}", q + 1);
+            assert_eq!(
+                got,
+                [Sample::Dense((&want[..]).into())],
+                "{name}: line {}",
+                q + 1
+            );
         }
     }
 }

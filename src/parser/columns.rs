@@ -3,10 +3,10 @@
 //!
 //! Dense inputs store `samples x dim` values contiguously. Sparse inputs store the values and
 //! row indices of all samples back to back, with per-sample start offsets, but leave out the
-//! values while all are one, store them in a byte each while all are integers from 0 to 255
-//! (module `values`), and leave out the offsets while every sample holds one value (one-hot
-//! data, see [`InputColumn`]). Every input also records where each sequence's samples start, so a
-//! sequence's data is a range of each column.
+//! values while all are one and the offsets while every sample holds one value (one-hot data,
+//! see [`InputColumn`]). Values of either kind take a byte each while all are integers from 0
+//! to 255 (module `values`). Every input also records where each sequence's samples start,
+//! so a sequence's data is a range of each column.
 
 use std::ops::Range;
 
@@ -23,23 +23,24 @@ pub const MAX_COLUMN_ENTRIES: usize = u32::MAX as usize;
 
 /// The parsed samples of one input for a run of sequences.
 ///
-/// A sparse column stores less for the most common sparse data, one-hot samples and small
-/// counts, without changing what it holds: while every stored value is one, the values are
-/// not stored; while every one is an integer from 0 to 255, each takes a byte; and while
-/// every sample holds exactly one stored value, the sample offsets are not stored. The first
-/// value or sample that does not fit writes out what was implicit or narrow so far, once. A
-/// one-hot sample then costs 4 bytes (its index) instead of 12, and an entry with a small
-/// count 5 instead of 8: less memory to fault in, to cache and to read again when packing.
+/// A column stores less for the most common data, without changing what it holds: while
+/// every value is an integer from 0 to 255 (pixels, counts, labels), each takes a byte; a
+/// sparse column also stores no values while every one is one, and no sample offsets while
+/// every sample holds exactly one stored value. The first value or sample that does not fit
+/// writes out what was implicit or narrow so far, once. A one-hot sample then costs 4 bytes
+/// (its index) instead of 12, an entry with a small count 5 instead of 8, and a dense value
+/// from 0 to 255 one byte instead of 4: less memory to fault in, to cache and to read again
+/// when packing.
 #[derive(Clone, Debug)]
 pub struct InputColumn<T> {
     /// Dense or sparse.
     pub format: StorageFormat,
     /// Values per dense sample, or the exclusive index bound of a sparse input.
     pub dim: usize,
-    /// Dense: `samples x dim` values. Sparse: the stored values of all samples while
-    /// `value_tier` is [`ValueTier::Stored`], else nothing.
+    /// While `value_tier` is [`ValueTier::Stored`] (else nothing): dense, `samples x dim`
+    /// values; sparse, the stored values of all samples.
     pub(crate) values: Vec<T>,
-    /// Sparse while `value_tier` is [`ValueTier::Bytes`]: the stored values, a byte each.
+    /// The same values, a byte each, while `value_tier` is [`ValueTier::Bytes`].
     pub(crate) byte_values: Vec<u8>,
     /// Sparse only: the index of each stored value.
     pub(crate) indices: Vec<u32>,
@@ -55,8 +56,8 @@ pub struct InputColumn<T> {
     pub(crate) single_samples: bool,
     /// The number of complete sequences while `single_samples`.
     implicit_sequences: usize,
-    /// Sparse: how the stored values are stored (dense columns are always
-    /// [`ValueTier::Stored`]).
+    /// How the values are stored (dense columns start at [`ValueTier::Bytes`], sparse ones
+    /// at [`ValueTier::Ones`]).
     pub(crate) value_tier: ValueTier,
     /// Sparse: every sample holds exactly one stored value (sample `i` is stored value `i`),
     /// and `sample_offsets` is empty.
@@ -82,7 +83,7 @@ impl<T> InputColumn<T> {
     #[inline]
     pub fn sample_count(&self) -> usize {
         match self.format {
-            StorageFormat::Dense => self.values.len() / self.dim.max(1),
+            StorageFormat::Dense => self.stored_value_count() / self.dim.max(1),
             StorageFormat::Sparse if self.single_entries => self.indices.len(),
             StorageFormat::Sparse => self.sample_offsets.len() - 1,
         }
@@ -140,7 +141,7 @@ impl<T: Element> InputColumn<T> {
             value_tier: if sparse {
                 ValueTier::Ones
             } else {
-                ValueTier::Stored
+                ValueTier::Bytes
             },
             single_entries: sparse,
         }
@@ -149,7 +150,7 @@ impl<T: Element> InputColumn<T> {
     /// Sample `i` of this column.
     pub fn sample(&self, i: usize) -> Sample<'_, T> {
         match self.format {
-            StorageFormat::Dense => Sample::Dense(&self.values[i * self.dim..(i + 1) * self.dim]),
+            StorageFormat::Dense => Sample::Dense(self.values_in(i * self.dim..(i + 1) * self.dim)),
             StorageFormat::Sparse => {
                 let range = self.entry_start(i)..self.entry_start(i + 1);
                 Sample::Sparse {
@@ -176,7 +177,7 @@ impl<T: Element> InputColumn<T> {
     #[inline]
     pub fn entry_count(&self) -> usize {
         match self.format {
-            StorageFormat::Dense => self.values.len(),
+            StorageFormat::Dense => self.stored_value_count(),
             StorageFormat::Sparse => self.indices.len(),
         }
     }
@@ -249,7 +250,9 @@ impl<T: Element> InputColumn<T> {
     #[inline]
     pub(crate) fn is_full(&self, limit: usize) -> bool {
         match self.format {
-            StorageFormat::Dense => self.values.len() >= limit.saturating_mul(self.dim.max(1)),
+            StorageFormat::Dense => {
+                self.stored_value_count() >= limit.saturating_mul(self.dim.max(1))
+            }
             StorageFormat::Sparse => self.sample_count() >= limit,
         }
     }
@@ -299,11 +302,60 @@ impl<T: Element> InputColumn<T> {
     #[inline]
     pub(crate) fn truncate_entries(&mut self, entries: usize) {
         self.indices.truncate(entries);
+        self.truncate_values(entries);
+    }
+
+    /// Keeps the first `n` values (of a sparse column's stored values, or a dense column's).
+    #[inline]
+    pub(crate) fn truncate_values(&mut self, n: usize) {
         match self.value_tier {
             ValueTier::Ones => {}
-            ValueTier::Bytes => self.byte_values.truncate(entries),
-            ValueTier::Stored => self.values.truncate(entries),
+            ValueTier::Bytes => self.byte_values.truncate(n),
+            ValueTier::Stored => self.values.truncate(n),
         }
+    }
+
+    /// Removes the first `n` values.
+    fn drain_values(&mut self, n: usize) {
+        match self.value_tier {
+            ValueTier::Ones => {}
+            ValueTier::Bytes => {
+                self.byte_values.drain(..n);
+            }
+            ValueTier::Stored => {
+                self.values.drain(..n);
+            }
+        }
+    }
+
+    /// Appends a zero-filled dense sample of `dim` values, to be set by
+    /// [`set_dense_value`](Self::set_dense_value); returns where it starts.
+    #[inline]
+    pub(crate) fn push_zero_sample(&mut self) -> usize {
+        let start = self.stored_value_count();
+        match self.value_tier {
+            ValueTier::Bytes => self.byte_values.resize(start + self.dim, 0),
+            _ => self.values.resize(start + self.dim, T::default()),
+        }
+        start
+    }
+
+    /// Sets value `at` of a dense column (within the values held), widening the tier first
+    /// when it cannot hold the value.
+    #[inline]
+    pub(crate) fn set_dense_value(&mut self, at: usize, value: EntryValue<T>) {
+        match (self.value_tier, value) {
+            (ValueTier::Stored, value) => self.values[at] = value.value(),
+            (ValueTier::Bytes, EntryValue::Byte(byte)) => self.byte_values[at] = byte,
+            _ => self.set_widening(at, value),
+        }
+    }
+
+    /// [`set_dense_value`](Self::set_dense_value) of a value the tier cannot hold.
+    #[cold]
+    fn set_widening(&mut self, at: usize, value: EntryValue<T>) {
+        self.widen_values(value.tier().max(ValueTier::Bytes));
+        self.set_dense_value(at, value);
     }
 
     /// Ends the sparse sample being read, whose stored values start at `start`.
@@ -326,9 +378,14 @@ impl<T: Element> InputColumn<T> {
         if tier <= self.value_tier {
             return;
         }
-        let held = self.indices.len();
-        // Room for as many values as indices (keeping any room reserved for them).
-        let room = self.indices.capacity().max(held);
+        let held = self.stored_value_count();
+        // Room for as many values as indices or narrower values had (keeping any room
+        // reserved for them).
+        let room = self
+            .indices
+            .capacity()
+            .max(self.byte_values.capacity())
+            .max(held);
         match tier {
             ValueTier::Ones => {}
             ValueTier::Bytes => {
@@ -365,14 +422,10 @@ impl<T: Element> InputColumn<T> {
         self.single_entries = false;
     }
 
-    /// Appends the samples `samples` of `other` (same sparse input): their stored values
-    /// and their offsets, but no sequence offset.
-    fn extend_sparse(&mut self, other: &InputColumn<T>, samples: Range<usize>) {
-        let entries = other.entries_within(samples.clone());
-        let samples_before = self.sample_count();
-        let entries_before = self.indices.len();
+    /// Appends the values `entries` of `other` (same input), in the wider of the two tiers.
+    fn extend_values(&mut self, other: &InputColumn<T>, entries: Range<usize>) {
         self.widen_values(other.value_tier);
-        let theirs = other.values_in(entries.clone());
+        let theirs = other.values_in(entries);
         match self.value_tier {
             ValueTier::Ones => {}
             ValueTier::Bytes => {
@@ -381,6 +434,15 @@ impl<T: Element> InputColumn<T> {
             }
             ValueTier::Stored => theirs.append_to(&mut self.values),
         }
+    }
+
+    /// Appends the samples `samples` of `other` (same sparse input): their stored values
+    /// and their offsets, but no sequence offset.
+    fn extend_sparse(&mut self, other: &InputColumn<T>, samples: Range<usize>) {
+        let entries = other.entries_within(samples.clone());
+        let samples_before = self.sample_count();
+        let entries_before = self.indices.len();
+        self.extend_values(other, entries.clone());
         self.indices
             .extend_from_slice(&other.indices[entries.clone()]);
         if self.single_entries && !other.single_entries {
@@ -401,7 +463,7 @@ impl<T: Element> InputColumn<T> {
     pub(crate) fn push_sequence_of(&mut self, other: &InputColumn<T>, seq: usize) {
         let (samples, entries) = other.span(seq);
         match self.format {
-            StorageFormat::Dense => self.values.extend_from_slice(&other.values[entries]),
+            StorageFormat::Dense => self.extend_values(other, entries),
             StorageFormat::Sparse => self.extend_sparse(other, samples),
         }
         self.end_sequence();
@@ -445,7 +507,7 @@ impl<T: Element> InputColumn<T> {
     /// Drops everything after sample `samples` (used to roll back an invalid sequence).
     fn truncate_samples(&mut self, samples: usize) {
         match self.format {
-            StorageFormat::Dense => self.values.truncate(samples * self.dim),
+            StorageFormat::Dense => self.truncate_values(samples * self.dim),
             StorageFormat::Sparse => {
                 let entries = self.entry_start(samples);
                 if !self.single_entries {
@@ -460,20 +522,10 @@ impl<T: Element> InputColumn<T> {
     fn drain_sequences(&mut self, sequences: usize) {
         let samples = self.sequence_start(sequences);
         match self.format {
-            StorageFormat::Dense => {
-                self.values.drain(..samples * self.dim);
-            }
+            StorageFormat::Dense => self.drain_values(samples * self.dim),
             StorageFormat::Sparse => {
                 let nnz = self.entry_start(samples);
-                match self.value_tier {
-                    ValueTier::Ones => {}
-                    ValueTier::Bytes => {
-                        self.byte_values.drain(..nnz);
-                    }
-                    ValueTier::Stored => {
-                        self.values.drain(..nnz);
-                    }
-                }
+                self.drain_values(nnz);
                 self.indices.drain(..nnz);
                 if !self.single_entries {
                     self.sample_offsets.drain(..samples);
@@ -549,8 +601,8 @@ impl std::fmt::Display for ColumnOverflow {
 /// One sample of one input, borrowed from a column.
 #[derive(Clone, Copy)]
 pub enum Sample<'a, T> {
-    /// `dim` values.
-    Dense(&'a [T]),
+    /// `dim` values (read them as `T` whatever their storage).
+    Dense(SampleValues<'a, T>),
     /// Stored entries in file order.
     Sparse {
         /// Row index of each value.
@@ -755,10 +807,7 @@ impl<T: Element> ParsedSequences<T> {
             let sample_base = mine.sample_count();
             let end = theirs.sequence_start(other.sequences.len());
             match theirs.format {
-                StorageFormat::Dense => {
-                    mine.values
-                        .extend_from_slice(&theirs.values[..end * theirs.dim]);
-                }
+                StorageFormat::Dense => mine.extend_values(theirs, 0..end * theirs.dim),
                 StorageFormat::Sparse => mine.extend_sparse(theirs, 0..end),
             }
             let sequences = other.sequences.len();
@@ -911,7 +960,8 @@ mod tests {
                 (vec![0], vec![1.0])
             ]
         );
-        assert_eq!(p.columns[0].values().as_stored(), Some(&[1.0, 2.0][..]));
+        assert_eq!(p.columns[0].values().to_vec(), [1.0, 2.0]);
+        assert_eq!(p.columns[0].value_tier, ValueTier::Bytes);
     }
 
     #[test]
@@ -969,6 +1019,43 @@ mod tests {
             sparse_samples(&p, 1),
             [(vec![1, 2], vec![1.0, 1.0]), (vec![3], vec![1.0])]
         );
+    }
+
+    #[test]
+    fn dense_values_take_a_byte_until_one_does_not_fit() {
+        let lines = ["|d 1 255", "|d 0 0", "|d 3 -0", "|d 7 0", "|d 2.5 1e3"];
+        let expected: [f32; 10] = [1.0, 255.0, 0.0, 0.0, 3.0, -0.0, 7.0, 0.0, 2.5, 1000.0];
+        for n in 1..=lines.len() {
+            let p = parsed(&lines[..n]);
+            let d = &p.columns[0];
+            let tier = if n < 3 {
+                ValueTier::Bytes
+            } else {
+                ValueTier::Stored
+            };
+            assert_eq!(d.value_tier, tier, "after {n} lines");
+            let got: Vec<u32> = d.values().iter().map(f32::to_bits).collect();
+            let want: Vec<u32> = expected[..2 * n].iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "after {n} lines");
+            assert_eq!(d.sample_count(), n);
+            assert_eq!(d.values.is_empty(), tier == ValueTier::Bytes);
+            assert_eq!(d.byte_values.is_empty(), tier == ValueTier::Stored);
+        }
+        // `d` has dim 2: a short sample is padded with zeros in either tier, and a sample
+        // that widens the column and then fails leaves the samples before it.
+        let mut p = parsed(&[]);
+        let mut parser = LineParser::new(&inputs());
+        for (line, tier, want) in [
+            ("|d 4", ValueTier::Bytes, &[4.0, 0.0][..]),
+            ("|d 0.5 2 3", ValueTier::Stored, &[4.0, 0.0]),
+            ("|d 9", ValueTier::Stored, &[4.0, 0.0, 9.0, 0.0]),
+        ] {
+            let mut diags = Vec::new();
+            parser.parse_line(format!("{line}\n").as_bytes(), 0, 0, 1, &mut p, &mut diags);
+            assert_eq!(diags.len(), 1, "{line}: {diags:?}");
+            assert_eq!(p.columns[0].value_tier, tier, "{line}");
+            assert_eq!(p.columns[0].values().to_vec(), want, "{line}");
+        }
     }
 
     #[test]

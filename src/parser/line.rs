@@ -12,9 +12,7 @@ use memchr::memchr2;
 use crate::config::{InputConfig, StorageFormat};
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{ParsedSequences, MAX_COLUMN_ENTRIES};
-use crate::parser::number::{
-    leading_digits_value, scan_entry_value, scan_number, Element, NumberError,
-};
+use crate::parser::number::{leading_digits_value, scan_entry_value, Element, NumberError};
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -414,11 +412,9 @@ impl LineParser {
         report: &mut Report<'_>,
     ) -> usize {
         let dim = self.dims[input];
-        let values = &mut out.columns[input].values;
-        let sample_start = values.len();
+        let column = &mut out.columns[input];
         // Zero-filled first: a short sample is then already padded.
-        values.resize(sample_start + dim, T::default());
-        let sample = &mut values[sample_start..];
+        let sample_start = column.push_zero_sample();
         let mut count = 0usize;
         loop {
             pos = skip_space(buf, pos);
@@ -426,10 +422,10 @@ impl LineParser {
             if b == b'|' || b == b'\n' {
                 break;
             }
-            match scan_number::<T>(buf, pos) {
+            match scan_entry_value::<T>(buf, pos) {
                 Ok((v, end)) => {
-                    let Some(slot) = sample.get_mut(count) else {
-                        values.truncate(sample_start);
+                    if count == dim {
+                        column.truncate_values(sample_start);
                         report.error(
                             pos,
                             format!(
@@ -439,21 +435,21 @@ impl LineParser {
                             ),
                         );
                         return next_pipe(buf, pos);
-                    };
-                    *slot = v;
+                    }
+                    column.set_dense_value(sample_start + count, v);
                     count += 1;
                     if !matches!(
                         buf[end],
                         b' ' | b'\t' | b'\r' | b'|' | b'\n' | b'+' | b'-' | b'0'..=b'9'
                     ) {
-                        values.truncate(sample_start);
+                        column.truncate_values(sample_start);
                         self.number_error::<T>(buf, pos, input, None, report);
                         return next_pipe(buf, pos);
                     }
                     pos = end;
                 }
                 Err(e) => {
-                    values.truncate(sample_start);
+                    column.truncate_values(sample_start);
                     self.number_error::<T>(buf, pos, input, Some(e), report);
                     return next_pipe(buf, pos);
                 }
@@ -657,8 +653,8 @@ mod tests {
     fn samples_in_any_order_with_tabs_and_cr() {
         let (out, diags) = parse("|s 3:1.5\t1:-2 |d 1 2 3\r", &inputs());
         assert!(diags.is_empty(), "{diags:?}");
-        assert_eq!(out.columns[0].values, [1.0, 2.0, 3.0]);
-        assert_eq!(out.columns[1].values, [1.5, -2.0]);
+        assert_eq!(out.columns[0].values().to_vec(), [1.0, 2.0, 3.0]);
+        assert_eq!(out.columns[1].values().to_vec(), [1.5, -2.0]);
         assert_eq!(out.columns[1].indices, [3, 1]);
         assert_eq!(out.columns[1].sample_offsets, [0, 2]);
     }
@@ -667,21 +663,21 @@ mod tests {
     fn adjacent_signed_values_are_separate() {
         let (out, diags) = parse("|d 1-2+3", &inputs());
         assert!(diags.is_empty(), "{diags:?}");
-        assert_eq!(out.columns[0].values, [1.0, -2.0, 3.0]);
+        assert_eq!(out.columns[0].values().to_vec(), [1.0, -2.0, 3.0]);
     }
 
     #[test]
     fn comments_run_to_the_next_unescaped_pipe() {
         let (out, diags) = parse("|# a |# b é \x01 |d 1 2 3 |#|#x|s 1:1", &inputs());
         assert!(diags.is_empty(), "{diags:?}");
-        assert_eq!(out.columns[0].values, [1.0, 2.0, 3.0]);
+        assert_eq!(out.columns[0].values().to_vec(), [1.0, 2.0, 3.0]);
         assert_eq!(out.columns[1].indices, [1]);
     }
 
     #[test]
     fn short_dense_samples_are_padded_with_a_warning() {
         let (out, diags) = parse("|d 5 |s", &inputs());
-        assert_eq!(out.columns[0].values, [5.0, 0.0, 0.0]);
+        assert_eq!(out.columns[0].values().to_vec(), [5.0, 0.0, 0.0]);
         assert_eq!(out.columns[1].sample_offsets, [0, 0]);
         assert_eq!(diags.len(), 1);
         assert_eq!(diags[0].severity, Severity::Warning);
@@ -705,7 +701,7 @@ mod tests {
         assert_eq!(out.columns[1].values().to_vec(), [1.0, 2.0, 3.0]);
         assert_eq!(out.columns[1].sample_offsets, [0, 3]);
         assert_eq!(
-            out.columns[0].values,
+            out.columns[0].values().to_vec(),
             [1.0, 2.0, 3.0],
             "the other input is parsed"
         );
@@ -727,7 +723,7 @@ mod tests {
     fn unconfigured_inputs_are_skipped() {
         let (out, diags) = parse("|zzz 1 2 x:y |d 1 2 3 |very_long_name_here 9", &inputs());
         assert!(diags.is_empty(), "{diags:?}");
-        assert_eq!(out.columns[0].values, [1.0, 2.0, 3.0]);
+        assert_eq!(out.columns[0].values().to_vec(), [1.0, 2.0, 3.0]);
     }
 
     #[test]
@@ -778,7 +774,7 @@ mod tests {
         let (out, _) = parse("|s 4:2 |d 1 2 3", &inputs());
         assert_eq!(
             out.columns[0].sample(0),
-            Sample::Dense(&[1.0, 2.0, 3.0][..])
+            Sample::Dense((&[1.0, 2.0, 3.0][..]).into())
         );
         assert_eq!(
             out.columns[1].sample(0),

@@ -52,7 +52,7 @@ pub fn push_sequence<T: Element>(
                 out.push(',');
             }
             match sample {
-                Sample::Dense(values) => push_values(out, values.iter().copied()),
+                Sample::Dense(values) => push_values(out, values.iter()),
                 Sample::Sparse { indices, values } => {
                     out.push_str("{\"indices\":[");
                     for (j, ix) in indices.iter().enumerate() {
