@@ -371,8 +371,8 @@ impl<T: Element> InputColumn<T> {
         }
     }
 
-    /// Moves the sparse values to tier `tier` when it is wider than the column's, writing
-    /// out the values stored so far (one per index) in the wider form, from now on.
+    /// Moves the values to tier `tier` when it is wider than the column's, writing out the
+    /// values stored so far in the wider form, from now on.
     #[cold]
     fn widen_values(&mut self, tier: ValueTier) {
         if tier <= self.value_tier {

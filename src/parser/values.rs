@@ -1,17 +1,19 @@
-//! How a sparse column stores its values, and the read-only view of them that samples lend.
+//! How a column stores its values, and the read-only view of them that samples lend.
 //!
-//! Most sparse values in CTF files are small integers: one-hot data holds only ones, counts
-//! and bag-of-words data hold integers below 256. A sparse column therefore starts by storing
-//! no values at all (all ones), moves to one byte per value at the first value other than
-//! one, and to the element type at the first value that is not an integer from 0 to 255 (see
+//! Most values in CTF files are small integers: one-hot data holds only ones; counts,
+//! bag-of-words data, labels and 8-bit pixels hold integers below 256. A sparse column
+//! therefore starts by storing no values at all (all ones) and moves to one byte per value at
+//! the first value other than one; a dense column starts with one byte per value. Either moves
+//! to the element type at the first value that is not an integer from 0 to 255 (see
 //! `ValueTier`). Each move writes out what was stored so far in the wider form, once. The
-//! values it holds are the same in every tier; [`SampleValues`] reads them back as `T`.
+//! values a column holds are the same in every tier; [`SampleValues`] reads them back as `T`.
 
 use std::fmt;
 
 use crate::parser::number::Element;
 
-/// How the values of a sparse column are stored, from the narrowest to the widest.
+/// How the values of a column are stored, from the narrowest to the widest (a dense column
+/// starts at `Bytes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum ValueTier {
     /// Every value is one, and none is stored.
@@ -22,7 +24,7 @@ pub(crate) enum ValueTier {
     Stored,
 }
 
-/// A parsed sparse value, as narrow as it is: a byte when it is an integer from 0 to 255.
+/// A parsed value, as narrow as it is: a byte when it is an integer from 0 to 255.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum EntryValue<T> {
     /// An integer from 0 to 255.
