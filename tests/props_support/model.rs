@@ -18,6 +18,9 @@ pub struct InputSpec {
     pub sparse: bool,
     /// Dimension.
     pub dim: usize,
+    /// Percent chance that a value is a small integer (0 to 255, often 1), so that columns
+    /// stay in their narrow storage for long runs before a wider value moves them on.
+    pub small_values: u32,
 }
 
 impl InputSpec {
@@ -426,6 +429,26 @@ pub fn gen_value(src: &mut Src, valid: &dyn Fn(&str) -> bool) -> String {
     "0".to_string()
 }
 
+/// A small integer value as CTF writes it: mostly plain digits, sometimes spelled otherwise.
+fn small_value(src: &mut Src) -> String {
+    let v = if src.chance(50) { 1 } else { src.below(256) };
+    match src.below(8) {
+        0 => format!("{v}.0"),
+        1 => format!("00{v}"),
+        2 => format!("+{v}"),
+        _ => v.to_string(),
+    }
+}
+
+/// A value for `spec`: a small integer as often as it asks, else any value.
+fn spec_value(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> String {
+    if spec.small_values > 0 && src.chance(spec.small_values) {
+        small_value(src)
+    } else {
+        gen_value(src, valid)
+    }
+}
+
 fn gen_values(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> Values {
     if spec.sparse {
         let n = src.below(6);
@@ -438,7 +461,7 @@ fn gen_values(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> 
                     } else {
                         idx.to_string()
                     };
-                    (text, idx as u32, gen_value(src, valid))
+                    (text, idx as u32, spec_value(src, spec, valid))
                 })
                 .collect(),
         )
@@ -448,7 +471,7 @@ fn gen_values(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> 
         } else {
             spec.dim
         };
-        Values::Dense((0..n).map(|_| gen_value(src, valid)).collect())
+        Values::Dense((0..n).map(|_| spec_value(src, spec, valid)).collect())
     }
 }
 
@@ -483,11 +506,17 @@ pub fn gen_inputs(src: &mut Src) -> Vec<InputSpec> {
         } else {
             src.range(1, 20)
         };
+        let small_values = match src.below(3) {
+            0 => 99,
+            1 => 90,
+            _ => 0,
+        };
         inputs.push(InputSpec {
             name,
             alias,
             sparse,
             dim,
+            small_values,
         });
     }
     inputs
