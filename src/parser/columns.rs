@@ -429,8 +429,12 @@ impl<T: Element> InputColumn<T> {
         match self.value_tier {
             ValueTier::Ones => {}
             ValueTier::Bytes => {
-                // Their tier is at most bytes, so their values fit.
-                theirs.append_bytes_to(&mut self.byte_values);
+                // Their tier is at most bytes (widened to above), so their values fit; were
+                // they not to, the column widens rather than drop them.
+                if !theirs.append_bytes_to(&mut self.byte_values) {
+                    self.widen_values(ValueTier::Stored);
+                    theirs.append_to(&mut self.values);
+                }
             }
             ValueTier::Stored => theirs.append_to(&mut self.values),
         }
