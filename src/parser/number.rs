@@ -30,10 +30,20 @@ pub trait Element:
     /// Writes the shortest decimal that parses back to the same value.
     fn write_shortest(self, out: &mut String);
     /// The value as a byte when it is exactly an integer from 0 to 255 (not `-0`, not NaN),
-    /// which a sparse column may then store in one byte.
-    fn to_byte(self) -> Option<u8>;
+    /// which a column may then store in one byte.
+    #[inline]
+    fn to_byte(self) -> Option<u8> {
+        // Widening to f64 is exact. `as` saturates (NaN gives 0); the bits tell a byte's
+        // value from -0, NaN or a fraction.
+        let wide = self.to_f64();
+        let byte = wide as u8;
+        (f64::from(byte).to_bits() == wide.to_bits()).then_some(byte)
+    }
     /// The value of a byte (exact).
-    fn from_byte(byte: u8) -> Self;
+    #[inline]
+    fn from_byte(byte: u8) -> Self {
+        Self::from_u64(u64::from(byte))
+    }
 }
 
 const POW10_F64: [f64; 23] = [
@@ -66,19 +76,6 @@ impl Element for f64 {
     #[inline]
     fn from_u64(v: u64) -> f64 {
         v as f64
-    }
-
-    #[inline]
-    fn to_byte(self) -> Option<u8> {
-        // `as` saturates (NaN gives 0); the bits tell a byte's value from -0, NaN or a
-        // fraction.
-        let byte = self as u8;
-        (f64::from(byte).to_bits() == self.to_bits()).then_some(byte)
-    }
-
-    #[inline]
-    fn from_byte(byte: u8) -> f64 {
-        f64::from(byte)
     }
 
     fn parse_token(token: &str) -> Option<f64> {
@@ -119,19 +116,6 @@ impl Element for f32 {
     #[inline]
     fn from_u64(v: u64) -> f32 {
         v as f32
-    }
-
-    #[inline]
-    fn to_byte(self) -> Option<u8> {
-        // `as` saturates (NaN gives 0); the bits tell a byte's value from -0, NaN or a
-        // fraction.
-        let byte = self as u8;
-        (f32::from(byte).to_bits() == self.to_bits()).then_some(byte)
-    }
-
-    #[inline]
-    fn from_byte(byte: u8) -> f32 {
-        f32::from(byte)
     }
 
     fn parse_token(token: &str) -> Option<f32> {
