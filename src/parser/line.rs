@@ -115,6 +115,18 @@ pub(super) fn skip_space(buf: &[u8], mut pos: usize) -> usize {
     pos
 }
 
+/// A zero value ended by a space.
+const ZERO: &[u8; 2] = b"0 ";
+
+/// Four zero values, each ended by a space: what [`four_zeros_at`] looks for.
+const FOUR_ZEROS: &[u8; 8] = b"0 0 0 0 ";
+
+/// Whether `buf` holds [`FOUR_ZEROS`] at `pos` (one 8-byte comparison).
+#[inline(always)]
+fn four_zeros_at(buf: &[u8], pos: usize) -> bool {
+    buf.get(pos..pos + FOUR_ZEROS.len()) == Some(FOUR_ZEROS.as_slice())
+}
+
 /// Position of the first byte at or after `pos` that ends a name.
 #[inline(always)]
 fn name_end(buf: &[u8], mut pos: usize) -> usize {
@@ -418,6 +430,20 @@ impl LineParser {
         let mut count = 0usize;
         loop {
             pos = skip_space(buf, pos);
+            // Zeros are most values of many dense inputs (pixels, one-hot labels), in runs.
+            // The sample is zero-filled already, so they are only counted: four at a time
+            // while they come in fours, then one.
+            if count < dim && buf.get(pos..pos + 2) == Some(ZERO.as_slice()) {
+                while count + 4 <= dim && four_zeros_at(buf, pos) {
+                    count += 4;
+                    pos += FOUR_ZEROS.len();
+                }
+                if count < dim && buf.get(pos..pos + 2) == Some(ZERO.as_slice()) {
+                    count += 1;
+                    pos += ZERO.len();
+                }
+                continue;
+            }
             let b = buf[pos];
             if b == b'|' || b == b'\n' {
                 break;
@@ -682,6 +708,44 @@ mod tests {
         assert_eq!(diags.len(), 1);
         assert_eq!(diags[0].severity, Severity::Warning);
         assert!(diags[0].message.contains("1 of 3 values"));
+    }
+
+    #[test]
+    fn runs_of_zeros_count_as_values_up_to_the_dim() {
+        let dims = |dim| vec![InputConfig::dense("z", dim), InputConfig::dense("w", 2)];
+        // Runs of four, two and one, ended by the line, a `|`, a TAB and a non-zero value.
+        let (out, diags) = parse("|z 0 0 0 0 0 0 0 0 0 7 0 0 0 0|w 0 0", &dims(14));
+        assert!(diags.is_empty(), "{diags:?}");
+        let mut expected = vec![0.0; 14];
+        expected[9] = 7.0;
+        assert_eq!(out.columns[0].values().to_vec(), expected);
+        assert_eq!(out.columns[1].values().to_vec(), [0.0, 0.0]);
+        let (out, diags) = parse("|z 0 0\t0 0 0 0 0  0 5", &dims(9));
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(
+            out.columns[0].values().to_vec(),
+            [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0]
+        );
+        // One zero past the dim, inside a run of four: the error is at that zero.
+        for dim in 1..=5 {
+            let line = "|z 0 0 0 0 0 0 ";
+            let (out, diags) = parse(line, &dims(dim));
+            let errs = errors(&diags);
+            assert_eq!(errs.len(), 1, "dim {dim}: {errs:?}");
+            assert_eq!(errs[0].0, 4 + 2 * dim as u64, "dim {dim}: {errs:?}");
+            assert!(
+                errs[0].1.contains(&format!("more than {dim} value")),
+                "{errs:?}"
+            );
+            assert_eq!(out.columns[0].sample_count(), 0, "dim {dim}");
+        }
+        // A wide column keeps its zeros (the sample is filled before its values are read).
+        let (out, diags) = parse("|z 0.5 0 0 0 0 0 0", &dims(7));
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(
+            out.columns[0].values().to_vec(),
+            [0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        );
     }
 
     #[test]

@@ -21,6 +21,10 @@ pub struct InputSpec {
     /// Percent chance that a value is a small integer (0 to 255, often 1), so that columns
     /// stay in their narrow storage for long runs before a wider value moves them on.
     pub small_values: u32,
+    /// Percent chance that a dense value is `0`, each then followed by a single space most
+    /// of the time (as in pixel data), so that runs of zeros meet every kind of end: the
+    /// dim, a `|`, the line end, other whitespace.
+    pub zeros: u32,
 }
 
 impl InputSpec {
@@ -471,7 +475,17 @@ fn gen_values(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> 
         } else {
             spec.dim
         };
-        Values::Dense((0..n).map(|_| spec_value(src, spec, valid)).collect())
+        Values::Dense(
+            (0..n)
+                .map(|_| {
+                    if spec.zeros > 0 && src.chance(spec.zeros) {
+                        "0".to_string()
+                    } else {
+                        spec_value(src, spec, valid)
+                    }
+                })
+                .collect(),
+        )
     }
 }
 
@@ -511,12 +525,14 @@ pub fn gen_inputs(src: &mut Src) -> Vec<InputSpec> {
             1 => 90,
             _ => 0,
         };
+        let zeros = if !sparse && src.chance(30) { 80 } else { 0 };
         inputs.push(InputSpec {
             name,
             alias,
             sparse,
             dim,
             small_values,
+            zeros,
         });
     }
     inputs
@@ -684,6 +700,8 @@ fn render_sample(src: &mut Src, spec: &InputSpec, values: &Values) -> Vec<u8> {
             for (k, t) in tokens.iter().enumerate() {
                 if k > 0 && (t.starts_with('-') || t.starts_with('+')) && src.chance(25) {
                     // `1-2` is two values
+                } else if spec.zeros > 0 && src.chance(90) {
+                    out.push(b' ');
                 } else {
                     out.extend(ws(src, 1, 3));
                 }
