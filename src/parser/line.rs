@@ -13,6 +13,7 @@ use crate::config::{InputConfig, StorageFormat};
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{ParsedSequences, MAX_COLUMN_ENTRIES};
 use crate::parser::number::{leading_digits_value, scan_entry_value, Element, NumberError};
+use crate::parser::values::EntryValue;
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -555,6 +556,17 @@ impl LineParser {
                 // More than 19 digits may have wrapped; such an index is out of range anyway.
                 index = u64::MAX;
             }
+            // The commonest value by far: one digit (`:1`) ended by whitespace, `|` or the
+            // line end. A line feed follows both the `:` and a digit, so both reads are
+            // within `buf`. The same value and position as the general path below.
+            if pos > entry && buf[pos] == b':' && index < dim {
+                let digit = buf[pos + 1].wrapping_sub(b'0');
+                if digit <= 9 && ends_name(buf[pos + 2]) {
+                    column.push_entry(index as u32, EntryValue::Byte(digit));
+                    pos += 2;
+                    continue;
+                }
+            }
             let problem = if pos == entry {
                 Some("expected 'index:value'".to_string())
             } else if buf[pos] != b':' {
@@ -807,6 +819,25 @@ mod tests {
             .contains("sparse index 10 is out of range (dim 10)"));
         assert_eq!(errs[4].0, 26);
         assert!(errs[4].1.contains("appears twice on one line"));
+    }
+
+    #[test]
+    fn one_digit_sparse_values_end_at_any_separator() {
+        let (out, diags) = parse(
+            "|s 1:1 2:0\t3:9\r4:1|s2 5:12 6:1.5 7:1e1 8:3|s3 9:1",
+            &[
+                InputConfig::sparse("s", 10),
+                InputConfig::sparse("s2", 10),
+                InputConfig::sparse("s3", 10),
+            ],
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(out.columns[0].indices, [1, 2, 3, 4]);
+        assert_eq!(out.columns[0].values().to_vec(), [1.0, 0.0, 9.0, 1.0]);
+        assert_eq!(out.columns[1].indices, [5, 6, 7, 8]);
+        assert_eq!(out.columns[1].values().to_vec(), [12.0, 1.5, 10.0, 3.0]);
+        assert_eq!(out.columns[2].indices, [9]);
+        assert_eq!(out.columns[2].values().to_vec(), [1.0]);
     }
 
     #[test]
