@@ -18,6 +18,7 @@ pub mod join;
 mod join_cache;
 mod repeats;
 pub mod scan;
+mod search;
 mod segments;
 
 use std::fmt;

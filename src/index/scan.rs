@@ -3,8 +3,9 @@
 //!
 //! [`Scanner`] is a byte-level state machine fed a file in pieces of any size; it keeps no
 //! line in memory, so a line of any length costs nothing. It jumps between `|` and line
-//! feeds with memchr and looks only at what decides the index: the id at the start of a line,
-//! the name after each `|`, and comments. It must agree exactly with the parser
+//! feeds (module `search`, or memchr on long lines) and looks only at what decides the
+//! index: the id at the start of a line, the name after each `|`, and comments. It must
+//! agree exactly with the parser
 //! ([`crate::parser::StreamParser`]) on which spans form sequences: the chunk loader checks
 //! every chunk it parses against the index and takes a disagreement for a changed file.
 //!
@@ -18,6 +19,7 @@
 use memchr::memchr2;
 
 use crate::config::InputConfig;
+use crate::index::search::SpecialSearch;
 use crate::parser::line::PackedAlias;
 use crate::parser::stream::{byte_order_mark_len, empty_file_error};
 use crate::parser::{FatalDataError, KeyMode};
@@ -154,13 +156,16 @@ fn is_printable(b: u8) -> bool {
     (0x21..0x7f).contains(&b)
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-const HIGH: u64 = 0x8080_8080_8080_8080;
+/// A byte per lane of a word.
+pub(super) const ONES: u64 = 0x0101_0101_0101_0101;
+/// The low 7 bits of every lane.
+pub(super) const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+/// The high bit of every lane.
+pub(super) const HIGH: u64 = 0x8080_8080_8080_8080;
 
 /// The 8 bytes of `buf` at `at` as a little-endian word, zero-padded past the end.
 #[inline]
-fn load_word(buf: &[u8], at: usize) -> u64 {
+pub(super) fn load_word(buf: &[u8], at: usize) -> u64 {
     match buf.get(at..at + 8) {
         Some(b) => <[u8; 8]>::try_from(b).map_or(0, u64::from_le_bytes),
         None => {
@@ -169,56 +174,6 @@ fn load_word(buf: &[u8], at: usize) -> u64 {
             bytes[..tail.len()].copy_from_slice(tail);
             u64::from_le_bytes(bytes)
         }
-    }
-}
-
-/// The high bit of each byte of `word` that equals `b` (exact: no borrow between bytes).
-#[inline]
-fn bytes_equal(word: u64, b: u8) -> u64 {
-    let x = word ^ (ONES * u64::from(b));
-    !(((x & LOW7) + LOW7) | x) & HIGH
-}
-
-/// Positions of `|` and line feeds in a buffer, in order, found eight bytes at a time with
-/// word arithmetic: for short lines this beats a memchr call per hit, whose setup pays off
-/// only over long distances.
-struct WordSearch<'a> {
-    buf: &'a [u8],
-    word_start: usize,
-    mask: u64,
-}
-
-impl<'a> WordSearch<'a> {
-    fn new(buf: &'a [u8], from: usize) -> Self {
-        WordSearch {
-            buf,
-            word_start: from,
-            mask: specials_in(load_word(buf, from)),
-        }
-    }
-}
-
-/// The high bit of each byte of `word` that is `|` or a line feed.
-#[inline(always)]
-fn specials_in(word: u64) -> u64 {
-    bytes_equal(word, b'|') | bytes_equal(word, b'\n')
-}
-
-impl Iterator for WordSearch<'_> {
-    type Item = usize;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<usize> {
-        while self.mask == 0 {
-            self.word_start += 8;
-            if self.word_start >= self.buf.len() {
-                return None;
-            }
-            self.mask = specials_in(load_word(self.buf, self.word_start));
-        }
-        let at = self.word_start + (self.mask.trailing_zeros() / 8) as usize;
-        self.mask &= self.mask - 1;
-        Some(at)
     }
 }
 
@@ -231,8 +186,11 @@ fn leading_digits(word: u64) -> u32 {
     non_digits.trailing_zeros() / 8
 }
 
-/// Lines shorter than this, on average, are searched a word at a time.
-const SHORT_LINE: usize = 96;
+/// Lines shorter than this, on average, are searched a block at a time ([`SpecialSearch`]);
+/// longer ones with memchr, whose setup per hit pays off over the long runs of values
+/// between them. (On gen_ctf.py's shapes: seq's 30-byte and sparse's 400-byte lines are
+/// scanned faster by blocks, dense's 2,400-byte lines by memchr.)
+const SHORT_LINE: usize = 1024;
 
 /// The mean length of the first lines of `text` (from a sample of a few short lines' worth),
 /// to pick the fast path's search before it has measured any line. Never 0.
@@ -678,7 +636,7 @@ impl Scanner {
     }
 
     /// The fast path: scans the complete lines of `buf` from `pos` (a line start, mode
-    /// decided) with one pass of memchr over `|` and line feeds, and commits each line as the
+    /// decided) with one pass over its `|` and line feeds, and commits each line as the
     /// state machine would. Returns the start of the first line it leaves to the state
     /// machine: the incomplete last line, or a line it does not handle (an id beyond 19
     /// digits, a line-mode line holding no configured input, more than 64 inputs).
@@ -691,7 +649,7 @@ impl Scanner {
             self.mean_line_len = estimate_line_len(&buf[pos..]);
         }
         if self.mean_line_len < SHORT_LINE {
-            let hits = WordSearch::new(buf, pos);
+            let hits = SpecialSearch::new(buf, pos);
             self.lines_from_hits(buf, pos, base, mode, hits)
         } else {
             let hits = memchr::memchr2_iter(b'|', b'\n', &buf[pos..]).map(|h| h + pos);
@@ -994,31 +952,6 @@ mod tests {
             .iter()
             .map(|s| (s.key, s.start, s.end, s.line, s.samples))
             .collect()
-    }
-
-    #[test]
-    fn word_search_finds_every_pipe_and_line_feed_in_order() {
-        // Deterministic bytes, dense in hits, of every length up to three blocks, searched
-        // from every start.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let alphabet = b"|\n0a #:\x80\xff";
-        for len in 0..200 {
-            let buf: Vec<u8> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    alphabet[(state % alphabet.len() as u64) as usize]
-                })
-                .collect();
-            for from in 0..=len {
-                let want: Vec<usize> = (from..len)
-                    .filter(|&i| buf[i] == b'|' || buf[i] == b'\n')
-                    .collect();
-                let got: Vec<usize> = WordSearch::new(&buf, from).collect();
-                assert_eq!(got, want, "{len} bytes from {from}");
-            }
-        }
     }
 
     #[test]
