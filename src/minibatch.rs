@@ -316,17 +316,32 @@ impl<T: Element> StreamData<T> {
 /// How many cache lines of each span [`touch_lines`] reads ahead of the copy.
 const TOUCHED_LINES: usize = 16;
 
-/// Reads one element per 64-byte cache line of `buffer[range]` (at most [`TOUCHED_LINES`]
-/// lines; a range out of bounds is left alone), so that the lines are on their way to the
-/// cache before they are copied.
+/// Reads an element of each 64-byte cache line of `buffer[range]` (of its first
+/// [`TOUCHED_LINES`] lines; a range out of bounds is left alone), so that the lines are on
+/// their way to the cache before they are copied. Elements a line apart from the first,
+/// and the last one: a range that does not start on a line boundary ends in one more line
+/// than a line-apart walk meets.
 #[inline]
 fn touch_lines<E: Copy>(buffer: &[E], range: &Range<usize>) {
     let Some(span) = buffer.get(range.clone()) else {
         return;
     };
     let step = (64 / std::mem::size_of::<E>().max(1)).max(1);
-    for &element in span.iter().step_by(step).take(TOUCHED_LINES) {
+    each_touched(span, step, |&element| {
         std::hint::black_box(element);
+    });
+}
+
+/// Visits the elements [`touch_lines`] reads in `span`, `step` elements to a line.
+#[inline(always)]
+fn each_touched<E>(span: &[E], step: usize, mut visit: impl FnMut(&E)) {
+    for element in span.iter().step_by(step).take(TOUCHED_LINES) {
+        visit(element);
+    }
+    if span.len() <= step * TOUCHED_LINES {
+        if let Some(last) = span.last() {
+            visit(last);
+        }
     }
 }
 
@@ -913,6 +928,29 @@ mod tests {
         p.finish_file().expect("not fatal");
         assert!(p.invalid_sequences().is_empty(), "{:?}", p.diagnostics());
         p.sequences().clone()
+    }
+
+    #[test]
+    fn touching_reaches_every_line_of_a_span_wherever_it_starts() {
+        for step in [1, 4, 16, 64] {
+            for offset in 0..step {
+                for len in 0..=step * TOUCHED_LINES {
+                    // Lines, counted from a line boundary `offset` elements before the span.
+                    let lines: Vec<usize> = (0..len).map(|i| (offset + i) / step).collect();
+                    let span: Vec<usize> = (0..len).collect();
+                    let mut reached = Vec::new();
+                    each_touched(&span, step, |&i| reached.push((offset + i) / step));
+                    reached.dedup();
+                    let mut want = lines.clone();
+                    want.dedup();
+                    assert_eq!(reached, want, "step {step}, offset {offset}, len {len}");
+                }
+            }
+        }
+        // Past the lines touched, only the first ones are read.
+        let mut count = 0;
+        each_touched(&[0u8; 1000], 4, |_| count += 1);
+        assert_eq!(count, TOUCHED_LINES);
     }
 
     /// What a stream must hold, built sample by sample and value by value.
