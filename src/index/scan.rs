@@ -5,9 +5,9 @@
 //! line in memory, so a line of any length costs nothing. It jumps between `|` and line
 //! feeds (module `search`, or memchr on long lines) and looks only at what decides the
 //! index: the id at the start of a line, the name after each `|`, and comments. It must
-//! agree exactly with the parser
-//! ([`crate::parser::StreamParser`]) on which spans form sequences: the chunk loader checks
-//! every chunk it parses against the index and takes a disagreement for a changed file.
+//! agree exactly with the parser ([`crate::parser::StreamParser`]) on which spans form
+//! sequences: the chunk loader checks every chunk it parses against the index and takes a
+//! disagreement for a changed file.
 //!
 //! - Id mode: every run of lines with the same id is an entry (even one holding no configured
 //!   input: its id still counts as used, SPEC §7.1).

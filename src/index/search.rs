@@ -2,39 +2,74 @@
 //! ([`crate::index::scan`]).
 //!
 //! On lines of a few dozen bytes a memchr call per hit spends more on its setup than on
-//! searching, so the scan walks the positions of both bytes in blocks instead:
-//! [`SpecialSearch`] is [`BlockSearch`] (64 bytes at a time, with SSE2 compares, through the
-//! `safe_arch` crate) on x86-64 and [`WordSearch`] (8 bytes at a time, with word arithmetic)
-//! elsewhere. Both give the same positions, which the tests check against a byte loop.
+//! searching, so the scan walks the positions of both bytes block by block ([`SpecialSearch`]):
+//! on x86-64 a block is 64 bytes, matched with SSE2 compares through the `safe_arch` crate
+//! ([`specials_in_block`], a bit per byte); elsewhere it is 8 bytes, matched with word
+//! arithmetic ([`specials_in_word`], the high bit of each byte). The tests check both
+//! matchers, and the search, against a byte loop.
 
-use crate::index::scan::{load_word, HIGH, LOW7, ONES};
+use crate::index::scan::{HIGH, LOW7, ONES};
 
-/// The search the scan uses on short lines: see the module documentation.
+/// Bytes per block of the search.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-pub(super) type SpecialSearch<'a> = BlockSearch<'a>;
-/// The search the scan uses on short lines: see the module documentation.
+const BLOCK: usize = 64;
+/// Bits of a block's mask per byte.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+const BITS_PER_BYTE: u32 = 1;
+/// The block's mask of specials (see the module documentation).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn specials(buf: &[u8], at: usize) -> u64 {
+    specials_in_block(buf, at)
+}
+
+/// Bytes per block of the search.
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-pub(super) type SpecialSearch<'a> = WordSearch<'a>;
+const BLOCK: usize = 8;
+/// Bits of a block's mask per byte.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+const BITS_PER_BYTE: u32 = 8;
+/// The block's mask of specials (see the module documentation).
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline(always)]
+fn specials(buf: &[u8], at: usize) -> u64 {
+    specials_in_word(crate::index::scan::load_word(buf, at))
+}
 
-/// Positions of `|` and line feeds in a buffer from a start, in order, found 64 bytes at a
-/// time: four 16-byte SSE2 compares per byte sought give a bit per byte.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-pub(super) struct BlockSearch<'a> {
+/// Positions of `|` and line feeds in a buffer from a start, in order, a block at a time.
+pub(super) struct SpecialSearch<'a> {
     buf: &'a [u8],
     block_start: usize,
-    /// The specials of the block at `block_start` not yet returned, a bit per byte.
+    /// The specials of the block at `block_start` not yet returned.
     mask: u64,
 }
 
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-impl<'a> BlockSearch<'a> {
+impl<'a> SpecialSearch<'a> {
     /// The positions in `buf` from `from` on.
     pub(super) fn new(buf: &'a [u8], from: usize) -> Self {
-        BlockSearch {
+        SpecialSearch {
             buf,
             block_start: from,
-            mask: specials_in_block(buf, from),
+            mask: specials(buf, from),
         }
+    }
+}
+
+impl Iterator for SpecialSearch<'_> {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        while self.mask == 0 {
+            self.block_start += BLOCK;
+            if self.block_start >= self.buf.len() {
+                return None;
+            }
+            self.mask = specials(self.buf, self.block_start);
+        }
+        let at = self.block_start + (self.mask.trailing_zeros() / BITS_PER_BYTE) as usize;
+        self.mask &= self.mask - 1;
+        Some(at)
     }
 }
 
@@ -75,123 +110,83 @@ fn specials_in_block(buf: &[u8], at: usize) -> u64 {
     mask
 }
 
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-impl Iterator for BlockSearch<'_> {
-    type Item = usize;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<usize> {
-        while self.mask == 0 {
-            self.block_start += 64;
-            if self.block_start >= self.buf.len() {
-                return None;
-            }
-            self.mask = specials_in_block(self.buf, self.block_start);
-        }
-        let at = self.block_start + self.mask.trailing_zeros() as usize;
-        self.mask &= self.mask - 1;
-        Some(at)
-    }
-}
-
-/// Positions of `|` and line feeds in a buffer from a start, in order, found eight bytes at
-/// a time with word arithmetic (where SSE2 is not available).
+/// The high bit of each byte of `word` that is `|` or a line feed (exact: no borrow
+/// between bytes).
 #[cfg_attr(
     all(target_arch = "x86_64", target_feature = "sse2"),
     allow(dead_code) // only the tests use it there
 )]
-pub(super) struct WordSearch<'a> {
-    buf: &'a [u8],
-    word_start: usize,
-    /// The specials of the word at `word_start` not yet returned, a high bit per byte.
-    mask: u64,
-}
-
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
-impl<'a> WordSearch<'a> {
-    /// The positions in `buf` from `from` on.
-    pub(super) fn new(buf: &'a [u8], from: usize) -> Self {
-        WordSearch {
-            buf,
-            word_start: from,
-            mask: specials_in(load_word(buf, from)),
-        }
-    }
-}
-
-/// The high bit of each byte of `word` that equals `b` (exact: no borrow between bytes).
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
-#[inline]
-fn bytes_equal(word: u64, b: u8) -> u64 {
-    let x = word ^ (ONES * u64::from(b));
-    !(((x & LOW7) + LOW7) | x) & HIGH
-}
-
-/// The high bit of each byte of `word` that is `|` or a line feed.
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
 #[inline(always)]
-fn specials_in(word: u64) -> u64 {
-    bytes_equal(word, b'|') | bytes_equal(word, b'\n')
-}
-
-impl Iterator for WordSearch<'_> {
-    type Item = usize;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<usize> {
-        while self.mask == 0 {
-            self.word_start += 8;
-            if self.word_start >= self.buf.len() {
-                return None;
-            }
-            self.mask = specials_in(load_word(self.buf, self.word_start));
-        }
-        let at = self.word_start + (self.mask.trailing_zeros() / 8) as usize;
-        self.mask &= self.mask - 1;
-        Some(at)
-    }
+fn specials_in_word(word: u64) -> u64 {
+    let equal = |b: u8| {
+        let x = word ^ (ONES * u64::from(b));
+        !(((x & LOW7) + LOW7) | x) & HIGH
+    };
+    equal(b'|') | equal(b'\n')
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::scan::load_word;
 
-    /// Every start in random buffers of 0 to 199 bytes (so blocks, words and tails of every
-    /// length), against a byte loop.
-    fn check(search: impl Fn(&[u8], usize) -> Vec<usize>) {
+    /// Random buffers of 0 to 199 bytes, dense in specials (so blocks, words and tails of
+    /// every length).
+    fn buffers() -> impl Iterator<Item = Vec<u8>> {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let alphabet = b"|\n0a #:\x80\xff";
-        for len in 0..200 {
-            let buf: Vec<u8> = (0..len)
+        (0..200).map(move |len| {
+            (0..len)
                 .map(|_| {
                     state ^= state << 13;
                     state ^= state >> 7;
                     state ^= state << 17;
                     alphabet[(state % alphabet.len() as u64) as usize]
                 })
-                .collect();
-            for from in 0..=len {
-                let want: Vec<usize> = (from..len)
-                    .filter(|&i| buf[i] == b'|' || buf[i] == b'\n')
-                    .collect();
-                assert_eq!(search(&buf, from), want, "{len} bytes from {from}");
+                .collect()
+        })
+    }
+
+    fn is_special(b: u8) -> bool {
+        b == b'|' || b == b'\n'
+    }
+
+    #[test]
+    fn the_search_finds_every_pipe_and_line_feed_in_order_from_any_start() {
+        for buf in buffers() {
+            for from in 0..=buf.len() {
+                let want: Vec<usize> = (from..buf.len()).filter(|&i| is_special(buf[i])).collect();
+                let got: Vec<usize> = SpecialSearch::new(&buf, from).collect();
+                assert_eq!(got, want, "{} bytes from {from}", buf.len());
             }
         }
     }
 
     #[test]
-    fn word_search_finds_every_pipe_and_line_feed_in_order() {
-        check(|buf, from| WordSearch::new(buf, from).collect());
+    fn the_word_matcher_marks_exactly_the_specials() {
+        for buf in buffers() {
+            for at in 0..buf.len() {
+                let mask = specials_in_word(load_word(&buf, at));
+                for k in 0..8 {
+                    let special = buf.get(at + k).is_some_and(|&b| is_special(b));
+                    assert_eq!(mask >> (8 * k + 7) & 1 == 1, special, "byte {}", at + k);
+                }
+                assert_eq!(mask & !HIGH, 0);
+            }
+        }
     }
 
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[test]
-    fn block_search_finds_every_pipe_and_line_feed_in_order() {
-        check(|buf, from| BlockSearch::new(buf, from).collect());
-    }
-
-    #[test]
-    fn the_scan_search_finds_every_pipe_and_line_feed_in_order() {
-        check(|buf, from| SpecialSearch::new(buf, from).collect());
+    fn the_block_matcher_marks_exactly_the_specials() {
+        for buf in buffers() {
+            for at in 0..=buf.len() {
+                let mask = specials_in_block(&buf, at);
+                for k in 0..64 {
+                    let special = buf.get(at + k).is_some_and(|&b| is_special(b));
+                    assert_eq!(mask >> k & 1 == 1, special, "byte {}", at + k);
+                }
+            }
+        }
     }
 }
