@@ -1,8 +1,11 @@
 //! The threaded engine, [`MinibatchSource`]: loader threads parse chunks into the shared
 //! [`ChunkCache`]; a planner ("randomizer") thread walks the timeline, computing each sweep's
-//! order, asks for the chunks of the sequences ahead of it and hands batches of planned
-//! minibatches to the packer threads by turns; each packer packs its batches into a bounded
-//! queue of deliveries, and the consumer takes the deliveries in the same turns.
+//! order, asks for the chunks of the sequences ahead of it and deals batches of planned
+//! minibatches to the packer threads, each to the packer with the fewest queued, telling the
+//! consumer which packer has it (its route); each packer packs its batches into a bounded
+//! queue of deliveries, and the consumer takes the deliveries along the routes. Dealing by
+//! load rather than by turns lets a packer that gets less of a core (it shares one with the
+//! planner and the consumer) pack fewer batches instead of holding the other back.
 //!
 //! Planner and packers run exactly the reference engine's steps ([`crate::source`]): the
 //! same timeline, the same packing. Invalid sequences are charged and warnings reported by
@@ -13,10 +16,11 @@
 //! the packers (their prepared minibatches are dropped) and starts new ones at the position
 //! after the last minibatch handed out; the loaders and the cache stay.
 //!
-//! Every channel is bounded: loads (the cache's capacity in parts), and per packer its
-//! batches of planned minibatches and its deliveries (`prefetch` each). Shutdown: dropping
-//! the engine drops the delivery queues, which ends each packer at its next send and then
-//! the planner at its; the cache is closed, which wakes anyone waiting for a chunk, and the
+//! Every channel is bounded: loads (the cache's capacity in parts), the routes (every batch
+//! that can be queued, packed or delivered), and per packer its batches of planned
+//! minibatches and its deliveries (`prefetch` each). Shutdown: dropping the engine drops the
+//! routes and the delivery queues, which ends each packer at its next send and the planner
+//! at its; the cache is closed, which wakes anyone waiting for a chunk, and the
 //! loads channel, which ends the loaders; every thread is joined. An error reaches the
 //! consumer in order, as an item of the queue; a loader that panics stores the panic as its
 //! chunk's error, and a planner or packer that panics ends its queue, which the consumer
@@ -55,9 +59,9 @@ use crate::timeline::{Timeline, TimelineError};
 pub struct PipelineOptions {
     /// Loader threads parsing chunks (at least 1).
     pub loader_threads: usize,
-    /// Packer threads (at least 1). They pack the minibatches by turns, a batch of planned
-    /// minibatches each, and the consumer takes them in the same turns: the output does not
-    /// depend on their number.
+    /// Packer threads (at least 1). They pack the minibatches a batch of planned minibatches
+    /// at a time, and the consumer takes the batches in plan order whichever packer has one:
+    /// the output does not depend on their number.
     pub packer_threads: usize,
     /// Deliveries each packer queues ahead of the consumer (at least 1). A delivery is one
     /// minibatch, or several small ones (about [`OUTPUT_BATCH_BYTES`] at most, and at most a
@@ -111,7 +115,7 @@ struct Charge<T> {
 /// What a packer hands the consumer.
 enum Output<T: Element> {
     /// Packed minibatches in timeline order; `ends_turn` on the last ones of the packer's
-    /// planned batch (the next minibatch then comes from the next packer).
+    /// planned batch (the next minibatch then comes from the packer of the next route).
     Packed {
         minibatches: Vec<Packed<T>>,
         ends_turn: bool,
@@ -129,6 +133,22 @@ enum Output<T: Element> {
 /// A packer sends its packed minibatches at the end of its planned batch, or once they hold
 /// this many bytes.
 pub const OUTPUT_BATCH_BYTES: usize = 1 << 20;
+
+/// Bytes of text a batch of planned minibatches holds at most, by the corpus's average bytes
+/// per sample: about half a delivery ([`OUTPUT_BATCH_BYTES`]). The consumer takes a packer's
+/// minibatches a batch at a time, so a packer that is ahead holds its packed batches in its
+/// queue of `prefetch` deliveries; with batches of a delivery or less it packs whole batches
+/// ahead there instead of stopping part way through one.
+const BATCH_TEXT_BYTES: u64 = OUTPUT_BATCH_BYTES as u64 / 2;
+
+/// [`Plan::batch_span`]: the look-ahead shared among the batches the packers' queues hold,
+/// and [`BATCH_TEXT_BYTES`] of text at `bytes_per_sample`; at least one sample.
+fn batch_span(ahead_samples: u64, batches_queued: usize, bytes_per_sample: u64) -> u64 {
+    let per_batch = ahead_samples / (batches_queued as u64).max(1);
+    per_batch
+        .min(BATCH_TEXT_BYTES / bytes_per_sample.max(1))
+        .max(1)
+}
 
 /// The default of [`PipelineOptions::part_bytes`].
 pub const PART_BYTES: u64 = 1 << 20;
@@ -251,7 +271,8 @@ struct Plan {
     /// Samples a batch of planned minibatches spans at most (beyond its last minibatch).
     /// The packers' queues hold `packers x (prefetch + 1)` batches at most, so this keeps
     /// the slowest packer within the look-ahead of the planner, and the parts it asked for
-    /// within the cache's capacity.
+    /// within the cache's capacity. It is also at most [`BATCH_TEXT_BYTES`] of text at the
+    /// corpus's average bytes per sample (see there).
     batch_span: u64,
 }
 
@@ -259,8 +280,10 @@ struct Plan {
 struct Packer<T: Element> {
     /// Per packer: its deliveries.
     outputs: Vec<Receiver<Output<T>>>,
-    /// The packer whose deliveries come next.
-    turn: usize,
+    /// The packer of each planned batch, in plan order, from the planner.
+    routes: Receiver<usize>,
+    /// The packer whose deliveries come next, `None` until the next route is read.
+    turn: Option<usize>,
     /// Minibatches received and not yet handed out, in order.
     ready: VecDeque<Packed<T>>,
     /// Whether `ready` ends the current packer's turn.
@@ -510,11 +533,27 @@ impl<T: Element> MinibatchSource<T> {
                 return Ok(Some(batch));
             }
             if packer.ready_ends_turn {
-                packer.turn = (packer.turn + 1) % packer.outputs.len();
+                packer.turn = None;
                 packer.ready_ends_turn = false;
             }
             let started = Instant::now();
-            let received = packer.outputs[packer.turn].recv();
+            let turn = match packer.turn {
+                Some(turn) => Ok(turn),
+                None => packer.routes.recv(),
+            };
+            let received = match turn.ok().and_then(|turn| packer.outputs.get(turn)) {
+                Some(output) => {
+                    packer.turn = turn.ok();
+                    output.recv()
+                }
+                None => {
+                    let error = SourceError::Usage(
+                        "the planner thread stopped unexpectedly (it panicked)".to_string(),
+                    );
+                    packer.fail(&error);
+                    return Err(error);
+                }
+            };
             self.wait_time += started.elapsed();
             match received {
                 Ok(Output::Packed {
@@ -632,9 +671,11 @@ impl<T: Element> MinibatchSource<T> {
             rank: self.rank,
             workers: self.workers,
             ahead_samples: self.ahead_samples,
-            batch_span: (self.ahead_samples
-                / (self.packer_threads as u64 * (self.prefetch as u64 + 1)))
-                .max(1),
+            batch_span: batch_span(
+                self.ahead_samples,
+                self.packer_threads * (self.prefetch + 1),
+                self.shared.index.data_bytes() / self.sweep_samples.max(1),
+            ),
         }
     }
 
@@ -648,6 +689,10 @@ impl<T: Element> MinibatchSource<T> {
         self.shared.cache.forget_errors();
         let mut outputs = Vec::with_capacity(self.packer_threads);
         let mut plans = Vec::with_capacity(self.packer_threads);
+        // Room for the route of every batch that can be queued, packed or delivered (a
+        // delivery holds a batch or less), so that routing never holds the planner back.
+        let (route_to, routes) =
+            bounded::<usize>(self.packer_threads * (2 * self.prefetch + 1) + 1);
         let mut threads = Vec::with_capacity(self.packer_threads + 1);
         for i in 0..self.packer_threads {
             let (output, delivered) = bounded::<Output<T>>(self.prefetch);
@@ -656,7 +701,7 @@ impl<T: Element> MinibatchSource<T> {
             let loads = loads.clone();
             let spawned = Builder::new()
                 .name(format!("ctf-packer-{i}"))
-                .spawn(move || run_packer(&shared, &loads, &planned, &output, i == 0));
+                .spawn(move || run_packer(&shared, &loads, &planned, &output));
             match spawned {
                 Ok(thread) => threads.push(thread),
                 Err(e) => {
@@ -678,7 +723,7 @@ impl<T: Element> MinibatchSource<T> {
         let run = plan.clone();
         let planner = Builder::new()
             .name("ctf-planner".to_string())
-            .spawn(move || run_planner(&shared, &planner_loads, &run, &plans));
+            .spawn(move || run_planner(&shared, &planner_loads, &run, &plans, &route_to));
         match planner {
             Ok(planner) => threads.push(planner),
             Err(e) => {
@@ -693,7 +738,8 @@ impl<T: Element> MinibatchSource<T> {
         }
         self.packer = Some(Packer {
             outputs,
-            turn: 0,
+            routes,
+            turn: None,
             ready: VecDeque::new(),
             ready_ends_turn: false,
             threads,
@@ -709,13 +755,16 @@ impl<T: Element> MinibatchSource<T> {
         if let Some(packer) = self.packer.take() {
             let Packer {
                 outputs,
+                routes,
                 ready,
                 threads,
                 ..
             } = packer;
             // Without a receiver a packer's next send fails, which ends it; the minibatches
-            // prepared go back to the pool. The planner's next send then fails too.
+            // prepared go back to the pool. The planner's next send then fails too (a route
+            // at once).
             drop(outputs);
+            drop(routes);
             drop(ready);
             for thread in threads {
                 let _ = thread.join();
@@ -808,6 +857,9 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
 
 /// One minibatch as the planner chose it, for the packer.
 struct Planned {
+    /// The first minibatch after a start: the packer reads the sequences of it whose parts
+    /// are not loaded yet itself (see [`quick_load`]).
+    quick: bool,
     /// Ordinals of this worker's sequences, in timeline order.
     sequences: Vec<u32>,
     sweep_end: bool,
@@ -822,7 +874,7 @@ const PLAN_BATCH: usize = 32;
 
 /// The planner ("randomizer") thread: walks the timeline (computing each sweep's order),
 /// asks for the chunks of the sequences up to `ahead_samples` past the minibatch it plans,
-/// and hands the minibatches' sequences to the packers by turns, in batches of up to
+/// and deals the minibatches' sequences to the packers ([`Dealer`]), in batches of up to
 /// [`PLAN_BATCH`] (and [`Plan::batch_span`]; the first batch is one minibatch, for the time
 /// to the first one); `None` to every packer at the end.
 fn run_planner<T>(
@@ -830,31 +882,48 @@ fn run_planner<T>(
     loads: &Sender<u32>,
     plan: &Plan,
     packers: &[Sender<Option<Vec<Planned>>>],
+    routes: &Sender<usize>,
 ) {
-    let mut planned = Turns { packers, turn: 0 };
+    let mut planned = Dealer {
+        packers,
+        routes,
+        last: packers.len().saturating_sub(1),
+    };
     let mut batch = Vec::with_capacity(PLAN_BATCH);
     plan_into(shared, loads, plan, &mut planned, &mut batch);
 }
 
-/// The packers' plan queues, sent to by turns.
-struct Turns<'a> {
+/// The packers' plan queues and the consumer's routes.
+struct Dealer<'a> {
     packers: &'a [Sender<Option<Vec<Planned>>>],
-    turn: usize,
+    routes: &'a Sender<usize>,
+    /// The packer dealt to last.
+    last: usize,
 }
 
-impl Turns<'_> {
-    /// Sends `batch` to the packer whose turn it is; false once the packers stopped.
+impl Dealer<'_> {
+    /// Sends `batch` to the packer with the fewest batches queued (the first of them after
+    /// the one dealt to last, so by turns while they keep pace), then its number to the
+    /// consumer; false once the packers or the consumer stopped.
     fn send(&mut self, batch: Vec<Planned>) -> bool {
-        let sent = self.packers[self.turn].send(Some(batch)).is_ok();
-        self.turn = (self.turn + 1) % self.packers.len();
-        sent
+        let count = self.packers.len();
+        let Some(packer) = (1..=count)
+            .map(|k| (self.last + k) % count)
+            .min_by_key(|&p| self.packers[p].len())
+        else {
+            return false;
+        };
+        self.last = packer;
+        self.packers[packer].send(Some(batch)).is_ok() && self.routes.send(packer).is_ok()
     }
 
-    /// Tells every packer that the read ends.
+    /// Tells every packer that the read ends, and the consumer where to find the end: every
+    /// packer delivers it after its batches, all routed before, so the first packer's will do.
     fn end(&self) {
         for packer in self.packers {
             let _ = packer.send(None);
         }
+        let _ = self.routes.send(0);
     }
 }
 
@@ -863,10 +932,10 @@ fn plan_into<T>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     plan: &Plan,
-    planned: &mut Turns<'_>,
+    planned: &mut Dealer<'_>,
     batch: &mut Vec<Planned>,
 ) {
-    let finish = |planned: &mut Turns<'_>, batch: &mut Vec<Planned>| {
+    let finish = |planned: &mut Dealer<'_>, batch: &mut Vec<Planned>| {
         if !batch.is_empty() && !planned.send(std::mem::take(batch)) {
             return;
         }
@@ -931,6 +1000,7 @@ fn plan_into<T>(
             batch_start = selection.start;
         }
         batch.push(Planned {
+            quick: first,
             sequences: selection.sequences,
             sweep_end: selection.sweep_end,
             epoch_end: epoch_end.is_some_and(|e| selection.end >= e),
@@ -952,7 +1022,7 @@ fn plan_into<T>(
 /// A packer thread: packs the batches of planned minibatches it is given, in order, and
 /// delivers them to the consumer, a planned batch at a time (or sooner once past
 /// [`OUTPUT_BATCH_BYTES`]). The planner's first batch is one minibatch, so the first
-/// minibatch is delivered as soon as it is packed; the `first` packer, which gets it, reads
+/// minibatch is delivered as soon as it is packed; the packer that gets it reads
 /// the sequences of it whose parts are not loaded yet itself, up to [`QUICK_BYTES`] of text
 /// (see [`quick_load`]).
 fn run_packer<T: Element>(
@@ -960,11 +1030,9 @@ fn run_packer<T: Element>(
     loads: &Sender<u32>,
     planned: &Receiver<Option<Vec<Planned>>>,
     output: &Sender<Output<T>>,
-    first: bool,
 ) {
     let deliver = |out: Output<T>| output.send(out).is_ok();
     let mut packing = Packing::new(&shared.parts);
-    let mut first = first;
     loop {
         let batch = match planned.recv() {
             Ok(Some(batch)) => batch,
@@ -991,8 +1059,7 @@ fn run_packer<T: Element>(
                 batch: shared.pool.take_pooled(),
                 charges: Vec::new(),
             };
-            packing.quick_bytes_left = if first { QUICK_BYTES } else { 0 };
-            first = false;
+            packing.quick_bytes_left = if next.quick { QUICK_BYTES } else { 0 };
             let outcome = pack(shared, loads, &mut packing, &next.sequences, &mut packed);
             match outcome {
                 Ok(true) => {}
@@ -1388,6 +1455,87 @@ mod tests {
     /// Dropping the source while the load queue is full parses none of the queued parts:
     /// with the default window the queue holds the whole corpus, which the loaders would
     /// otherwise parse before the drop returns.
+    /// A planned batch of one minibatch whose only sequence is `ordinal`.
+    fn batch_of(ordinal: u32) -> Vec<Planned> {
+        vec![Planned {
+            quick: false,
+            sequences: vec![ordinal],
+            sweep_end: false,
+            epoch_end: false,
+            end: u64::from(ordinal) + 1,
+        }]
+    }
+
+    /// The first sequence of each batch queued for a packer, and whether the end follows.
+    fn queued(planned: &Receiver<Option<Vec<Planned>>>) -> (Vec<u32>, bool) {
+        let mut firsts = Vec::new();
+        while let Ok(batch) = planned.try_recv() {
+            match batch {
+                Some(batch) => firsts.push(batch[0].sequences[0]),
+                None => return (firsts, true),
+            }
+        }
+        (firsts, false)
+    }
+
+    #[test]
+    fn batches_go_to_the_packer_with_the_fewest_queued_and_their_routes_to_the_consumer() {
+        let channels: Vec<_> = (0..3).map(|_| bounded::<Option<Vec<Planned>>>(8)).collect();
+        let senders: Vec<_> = channels.iter().map(|(s, _)| s.clone()).collect();
+        let (route_to, routes) = bounded::<usize>(16);
+        // Packer 0 is two batches behind, packer 1 one.
+        for ordinal in [100, 101] {
+            senders[0].send(Some(batch_of(ordinal))).unwrap();
+        }
+        senders[1].send(Some(batch_of(102))).unwrap();
+        let mut dealer = Dealer {
+            packers: &senders,
+            routes: &route_to,
+            last: senders.len() - 1,
+        };
+        // The empty queue first; then, with every queue at one batch but packer 0's, by
+        // turns after the last packer dealt to, skipping packer 0 until the others catch up.
+        for ordinal in 0..5 {
+            assert!(dealer.send(batch_of(ordinal)));
+        }
+        dealer.end();
+        let routed: Vec<usize> = std::iter::from_fn(|| routes.try_recv().ok()).collect();
+        assert_eq!(routed, [2, 1, 2, 0, 1, 0]);
+        assert_eq!(queued(&channels[0].1), (vec![100, 101, 3], true));
+        assert_eq!(queued(&channels[1].1), (vec![102, 1, 4], true));
+        assert_eq!(queued(&channels[2].1), (vec![0, 2], true));
+    }
+
+    #[test]
+    fn dealing_fails_once_the_consumer_or_the_packer_is_gone() {
+        let (to_packer, packer) = bounded::<Option<Vec<Planned>>>(4);
+        let (route_to, routes) = bounded::<usize>(4);
+        let senders = [to_packer];
+        let mut dealer = Dealer {
+            packers: &senders,
+            routes: &route_to,
+            last: 0,
+        };
+        assert!(dealer.send(batch_of(0)));
+        drop(routes);
+        assert!(!dealer.send(batch_of(1)));
+        drop(packer);
+        assert!(!dealer.send(batch_of(2)));
+    }
+
+    #[test]
+    fn a_batch_spans_a_share_of_the_look_ahead_and_half_a_delivery_of_text() {
+        // The look-ahead shared among six queued batches...
+        assert_eq!(batch_span(60_000, 6, 1), 10_000);
+        // ...unless that is more text than BATCH_TEXT_BYTES (400-byte samples: 1,310).
+        assert_eq!(batch_span(60_000, 6, 400), BATCH_TEXT_BYTES / 400);
+        assert_eq!(BATCH_TEXT_BYTES / 400, 1_310);
+        // Never below one sample, whatever the sizes.
+        assert_eq!(batch_span(0, 6, 400), 1);
+        assert_eq!(batch_span(60_000, 6, u64::MAX), 1);
+        assert_eq!(batch_span(60_000, 0, 0), 60_000.min(BATCH_TEXT_BYTES));
+    }
+
     #[test]
     fn loaders_drop_the_queued_requests_once_the_cache_is_closed() {
         let dir = tempfile::tempdir().unwrap();

@@ -50,6 +50,16 @@ impl<T> Sender<T> {
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         self.inner.send(value)
     }
+
+    /// Items queued right now (a snapshot: other threads may change it at once).
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Whether no item is queued right now (a snapshot, like [`len`](Self::len)).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl<T> Receiver<T> {
@@ -190,6 +200,10 @@ mod backend {
         pub(super) fn send(&self, value: T) -> Result<(), SendError<T>> {
             self.0.send(value).map_err(|e| SendError(e.into_inner()))
         }
+
+        pub(super) fn len(&self) -> usize {
+            self.0.len()
+        }
     }
 
     impl<T> Receiver<T> {
@@ -288,6 +302,10 @@ mod backend {
                 }
                 state = wait(&self.0.emptied, state);
             }
+        }
+
+        pub(super) fn len(&self) -> usize {
+            self.0.lock().queue.len()
         }
     }
 
