@@ -299,7 +299,7 @@ impl<T: Element> StreamData<T> {
                 let base = self.values.len();
                 let first = values.start;
                 col.values_in(values.clone()).append_to(&mut self.values);
-                self.row_indices.extend_from_slice(&col.indices[values]);
+                col.append_indices(samples.clone(), &mut self.row_indices);
                 // The check saw the offsets non-decreasing and `base + their span` within
                 // `u32::MAX`, so neither the subtraction nor the conversion loses anything.
                 self.column_starts.extend(
@@ -606,7 +606,9 @@ impl<T: Element> Minibatch<T> {
             {
                 touch_lines(&col.values, &span.values);
                 touch_lines(&col.byte_values, &span.values);
-                touch_lines(&col.indices, &span.values);
+                let (steps, indices) = col.indices.storage();
+                touch_lines(steps, &span.values);
+                touch_lines(indices, &span.values);
             }
         }
         // Pass 2: sparse offsets in order, and the stored values within bounds, counted as
@@ -991,7 +993,7 @@ mod tests {
                             }
                         }
                         Sample::Sparse { indices, values } => {
-                            for (&i, v) in indices.iter().zip(values.iter()) {
+                            for (i, v) in indices.iter().zip(values.iter()) {
                                 r.row_indices.push(i);
                                 r.values.push(v);
                             }
@@ -1194,8 +1196,10 @@ mod tests {
         let sparse_sample = |p: &mut ParsedSequences<f32>, entries: &[(u32, f32)]| {
             let y = &mut p.columns[1];
             let start = y.entry_count();
+            let mut after = 0;
             for &(i, v) in entries {
-                y.push_entry(i, crate::parser::values::EntryValue::of(v));
+                y.push_entry(i, after, start, crate::parser::values::EntryValue::of(v));
+                after = i;
             }
             y.end_sparse_sample(start);
         };
@@ -1450,7 +1454,8 @@ mod tests {
         );
         assert!(err.to_string().contains("out of range or decreasing"));
         let mut broken = parsed.clone();
-        broken.columns[1].indices.pop();
+        let held = broken.columns[1].indices.len();
+        broken.columns[1].indices.truncate(held - 1);
         assert!(matches!(
             mb.push_sequence(&broken, 3),
             Err(PackError::Inconsistent { input: 1, .. })

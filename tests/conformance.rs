@@ -1269,7 +1269,7 @@ fn assert_only_sequence_5(out: &ReadOutcome<f32>) {
     assert_eq!(
         b,
         [Sample::Sparse {
-            indices: &[5][..],
+            indices: (&[5][..]).into(),
             values: (&[5.0][..]).into()
         }]
     );
@@ -1509,9 +1509,7 @@ fn jagged_sequences_sparse_matches_naive_parse() {
         let got: Vec<SparseSample> = seqs
             .samples(q, 0)
             .map(|s| match s {
-                Sample::Sparse { indices, values } => {
-                    indices.iter().copied().zip(values.iter()).collect()
-                }
+                Sample::Sparse { indices, values } => indices.iter().zip(values.iter()).collect(),
                 Sample::Dense(_) => panic!("F0 is sparse"),
             })
             .collect();

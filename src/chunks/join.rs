@@ -444,7 +444,7 @@ mod tests {
         let y = &into.sequences.columns[1];
         let samples: Vec<Sample<'_, f32>> = (0..y.sample_count()).map(|i| y.sample(i)).collect();
         let one = |index| Sample::Sparse {
-            indices: std::slice::from_ref(index),
+            indices: std::slice::from_ref(index).into(),
             values: (&[1.0][..]).into(),
         };
         assert_eq!(samples, [one(&1), one(&4)]);

@@ -5,12 +5,15 @@
 //! row indices of all samples back to back, with per-sample start offsets, but leave out the
 //! values while all are one and the offsets while every sample holds one value (one-hot data,
 //! see [`InputColumn`]). Values of either kind take a byte each while all are integers from 0
-//! to 255 (module `values`). Every input also records where each sequence's samples start,
+//! to 255 (module `values`), and row indices two bytes each while each is at most 65,535 above
+//! the one before it in its sample (module `indices`). Every input also records where each
+//! sequence's samples start,
 //! so a sequence's data is a range of each column.
 
 use std::ops::Range;
 
 use crate::config::{InputConfig, StorageFormat};
+use crate::parser::indices::{IndexColumn, SampleIndices};
 use crate::parser::number::Element;
 use crate::parser::values::{EntryValue, SampleValues, ValueTier};
 
@@ -27,10 +30,11 @@ pub const MAX_COLUMN_ENTRIES: usize = u32::MAX as usize;
 /// every value is an integer from 0 to 255 (pixels, counts, labels), each takes a byte; a
 /// sparse column also stores no values while every one is one, and no sample offsets while
 /// every sample holds exactly one stored value. The first value or sample that does not fit
-/// writes out what was implicit or narrow so far, once. A one-hot sample then costs 4 bytes
-/// (its index) instead of 12, an entry with a small count 5 instead of 8, and a dense value
-/// from 0 to 255 one byte instead of 4: less memory to fault in, to cache and to read again
-/// when packing.
+/// writes out what was implicit or narrow so far, once. The row indices likewise take two
+/// bytes each while they step up by at most 65,535 within each sample (module `indices`). A
+/// one-hot sample then costs 2 or 4 bytes (its index) instead of 12, an entry with a small
+/// count 3 or 5 instead of 8, and a dense value from 0 to 255 one byte instead of 4: less
+/// memory to fault in, to cache and to read again when packing.
 #[derive(Clone, Debug)]
 pub struct InputColumn<T> {
     /// Dense or sparse.
@@ -42,8 +46,9 @@ pub struct InputColumn<T> {
     pub(crate) values: Vec<T>,
     /// The same values, a byte each, while `value_tier` is [`ValueTier::Bytes`].
     pub(crate) byte_values: Vec<u8>,
-    /// Sparse only: the index of each stored value.
-    pub(crate) indices: Vec<u32>,
+    /// Sparse only: the index of each stored value (two bytes each while they allow, see
+    /// [`IndexColumn`]).
+    pub(crate) indices: IndexColumn,
     /// Sparse only, and nothing while `single_entries`: start of each sample in `indices`,
     /// one more entry than samples (at most [`MAX_COLUMN_ENTRIES`]).
     pub(crate) sample_offsets: Vec<u32>,
@@ -133,7 +138,7 @@ impl<T: Element> InputColumn<T> {
             dim: input.dim,
             values: Vec::new(),
             byte_values: Vec::new(),
-            indices: Vec::new(),
+            indices: IndexColumn::default(),
             sample_offsets: Vec::new(),
             sequence_offsets: Vec::new(),
             single_samples: true,
@@ -154,7 +159,7 @@ impl<T: Element> InputColumn<T> {
             StorageFormat::Sparse => {
                 let range = self.entry_start(i)..self.entry_start(i + 1);
                 Sample::Sparse {
-                    indices: &self.indices[range.clone()],
+                    indices: self.indices.sample(range.clone()),
                     values: self.values_in(range),
                 }
             }
@@ -204,9 +209,51 @@ impl<T: Element> InputColumn<T> {
         (seq <= self.sequence_count()).then(|| self.sequence_start(seq))
     }
 
-    /// A sparse input's index of each stored value (empty for a dense input).
-    pub fn indices(&self) -> &[u32] {
-        &self.indices
+    /// A sparse input's index of each stored value (empty for a dense input), decoded into
+    /// a new vector.
+    pub fn indices(&self) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.indices.len());
+        self.append_indices(0..self.sample_count(), &mut out);
+        out
+    }
+
+    /// Appends the indices of the sparse samples `samples` (within those held) to `out`.
+    #[inline]
+    pub(crate) fn append_indices(&self, samples: Range<usize>, out: &mut Vec<u32>) {
+        if self.single_entries {
+            // One entry per sample: each index is its sample's first, so a step is it.
+            self.indices.append_one_per_sample(samples, out);
+        } else if self.indices.is_widened() {
+            let entries = self.entries_within(samples);
+            self.indices.sample(entries).append_to(out);
+        } else {
+            for range in self.sample_entries(samples) {
+                self.indices.sample(range).append_to(out);
+            }
+        }
+    }
+
+    /// The entry range of each sample of `samples` (within those held).
+    fn sample_entries(&self, samples: Range<usize>) -> impl Iterator<Item = Range<usize>> + '_ {
+        samples.map(|k| self.entry_start(k)..self.entry_start(k + 1))
+    }
+
+    /// The entry range of every sample of a sparse column, complete or not: those before
+    /// entry `open_start`, then the one being read from there (empty when none is).
+    fn entries_by_sample(&self, open_start: usize) -> impl Iterator<Item = Range<usize>> + '_ {
+        let complete = if self.single_entries {
+            open_start
+        } else {
+            self.sample_offsets.len().saturating_sub(1)
+        };
+        let open_start = if self.single_entries {
+            open_start
+        } else {
+            self.sample_offsets.last().map_or(0, |&o| o as usize)
+        };
+        (0..complete)
+            .map(|k| self.entry_start(k)..self.entry_start(k + 1))
+            .chain(std::iter::once(open_start..self.indices.len()))
     }
 
     /// The values, one per [`entry_count`](Self::entry_count).
@@ -219,7 +266,7 @@ impl<T: Element> InputColumn<T> {
         use std::mem::size_of;
         self.values.capacity() * size_of::<T>()
             + self.byte_values.capacity()
-            + self.indices.capacity() * size_of::<u32>()
+            + self.indices.heap_bytes()
             + (self.sample_offsets.capacity() + self.sequence_offsets.capacity()) * size_of::<u32>()
     }
 
@@ -273,11 +320,38 @@ impl<T: Element> InputColumn<T> {
         samples_fit && values_fit
     }
 
-    /// Appends a stored value of the sparse sample being read.
+    /// Appends a stored value of the sparse sample being read, which started at entry
+    /// `sample_start`; `after` is the index before it in the sample (0 for its first).
     #[inline]
-    pub(crate) fn push_entry(&mut self, index: u32, value: EntryValue<T>) {
+    pub(crate) fn push_entry(
+        &mut self,
+        index: u32,
+        after: u32,
+        sample_start: usize,
+        value: EntryValue<T>,
+    ) {
         self.push_value(value);
-        self.indices.push(index);
+        if !self.indices.push(index, after) {
+            self.push_index_widening(index, sample_start);
+        }
+    }
+
+    /// Appends `index`, which the steps cannot hold, after writing them out as indices.
+    #[cold]
+    fn push_index_widening(&mut self, index: u32, sample_start: usize) {
+        self.widen_indices(sample_start);
+        self.indices.push(index, 0);
+    }
+
+    /// Stores the indices as they are from now on (see [`IndexColumn`]); a sample being read
+    /// starts at entry `open_start`.
+    #[cold]
+    fn widen_indices(&mut self, open_start: usize) {
+        if self.indices.is_widened() {
+            return;
+        }
+        let samples: Vec<Range<usize>> = self.entries_by_sample(open_start).collect();
+        self.indices.widen(samples.into_iter());
     }
 
     /// Appends a stored value, widening the tier first when it cannot hold the value.
@@ -447,8 +521,15 @@ impl<T: Element> InputColumn<T> {
         let samples_before = self.sample_count();
         let entries_before = self.indices.len();
         self.extend_values(other, entries.clone());
-        self.indices
-            .extend_from_slice(&other.indices[entries.clone()]);
+        if other.indices.is_widened() {
+            self.widen_indices(entries_before);
+        }
+        if self.indices.is_widened() {
+            other.append_indices(samples.clone(), self.indices.wide_mut());
+        } else {
+            // Both stepped: steps restart at every sample, so whole samples copy as they are.
+            self.indices.extend_steps(&other.indices, entries.clone());
+        }
         if self.single_entries && !other.single_entries {
             self.store_sample_offsets(samples_before);
         }
@@ -530,7 +611,7 @@ impl<T: Element> InputColumn<T> {
             StorageFormat::Sparse => {
                 let nnz = self.entry_start(samples);
                 self.drain_values(nnz);
-                self.indices.drain(..nnz);
+                self.indices.drain_front(nnz);
                 if !self.single_entries {
                     self.sample_offsets.drain(..samples);
                     for o in &mut self.sample_offsets {
@@ -609,8 +690,8 @@ pub enum Sample<'a, T> {
     Dense(SampleValues<'a, T>),
     /// Stored entries in file order.
     Sparse {
-        /// Row index of each value.
-        indices: &'a [u32],
+        /// Row index of each value (read them with `iter` whatever their storage).
+        indices: SampleIndices<'a>,
         /// The stored values (read them as `T` whatever their storage).
         values: SampleValues<'a, T>,
     },

@@ -531,6 +531,8 @@ impl LineParser {
         let column = &mut out.columns[input];
         let sample_start = column.entry_count();
         let first = pos;
+        // The index of the entry before, for the column's steps (0 before the first).
+        let mut after = 0u32;
         loop {
             pos = skip_space(buf, pos);
             let b = buf[pos];
@@ -562,7 +564,8 @@ impl LineParser {
             if pos > entry && buf[pos] == b':' && index < dim {
                 let digit = buf[pos + 1].wrapping_sub(b'0');
                 if digit <= 9 && ends_name(buf[pos + 2]) {
-                    column.push_entry(index as u32, EntryValue::Byte(digit));
+                    column.push_entry(index as u32, after, sample_start, EntryValue::Byte(digit));
+                    after = index as u32;
                     pos += 2;
                     continue;
                 }
@@ -588,7 +591,8 @@ impl LineParser {
                             );
                             return next_pipe(buf, entry);
                         } else {
-                            column.push_entry(index as u32, value);
+                            column.push_entry(index as u32, after, sample_start, value);
+                            after = index as u32;
                             None
                         }
                     }
@@ -693,7 +697,7 @@ mod tests {
         assert!(diags.is_empty(), "{diags:?}");
         assert_eq!(out.columns[0].values().to_vec(), [1.0, 2.0, 3.0]);
         assert_eq!(out.columns[1].values().to_vec(), [1.5, -2.0]);
-        assert_eq!(out.columns[1].indices, [3, 1]);
+        assert_eq!(out.columns[1].indices(), [3, 1]);
         assert_eq!(out.columns[1].sample_offsets, [0, 2]);
     }
 
@@ -709,7 +713,7 @@ mod tests {
         let (out, diags) = parse("|# a |# b é \x01 |d 1 2 3 |#|#x|s 1:1", &inputs());
         assert!(diags.is_empty(), "{diags:?}");
         assert_eq!(out.columns[0].values().to_vec(), [1.0, 2.0, 3.0]);
-        assert_eq!(out.columns[1].indices, [1]);
+        assert_eq!(out.columns[1].indices(), [1]);
     }
 
     #[test]
@@ -832,11 +836,11 @@ mod tests {
             ],
         );
         assert!(diags.is_empty(), "{diags:?}");
-        assert_eq!(out.columns[0].indices, [1, 2, 3, 4]);
+        assert_eq!(out.columns[0].indices(), [1, 2, 3, 4]);
         assert_eq!(out.columns[0].values().to_vec(), [1.0, 0.0, 9.0, 1.0]);
-        assert_eq!(out.columns[1].indices, [5, 6, 7, 8]);
+        assert_eq!(out.columns[1].indices(), [5, 6, 7, 8]);
         assert_eq!(out.columns[1].values().to_vec(), [12.0, 1.5, 10.0, 3.0]);
-        assert_eq!(out.columns[2].indices, [9]);
+        assert_eq!(out.columns[2].indices(), [9]);
         assert_eq!(out.columns[2].values().to_vec(), [1.0]);
     }
 
@@ -874,7 +878,7 @@ mod tests {
         assert_eq!(
             out.columns[1].sample(0),
             Sample::Sparse {
-                indices: &[4][..],
+                indices: (&[4][..]).into(),
                 values: (&[2.0][..]).into()
             }
         );

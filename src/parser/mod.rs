@@ -5,6 +5,7 @@
 //! grouping lines into sequences. Nothing here does I/O or knows about files or threads.
 
 pub mod columns;
+pub mod indices;
 pub mod line;
 pub mod number;
 pub mod stream;
@@ -14,6 +15,7 @@ pub use columns::{
     BufferLengths, ColumnOverflow, InputColumn, ParsedSequences, Sample, SequenceInfo,
     MAX_COLUMN_ENTRIES,
 };
+pub use indices::{IndexIter, SampleIndices};
 pub use line::LineParser;
 pub use number::Element;
 pub use stream::{

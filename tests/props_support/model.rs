@@ -25,6 +25,10 @@ pub struct InputSpec {
     /// of the time (as in pixel data), so that runs of zeros meet every kind of end: the
     /// dim, a `|`, the line end, other whitespace.
     pub zeros: u32,
+    /// Sparse: each sample lists its indices in increasing order (as most sparse data does),
+    /// so that columns keep their indices as steps within the sample for long runs; with a
+    /// large dim, steps past `u16::MAX` then widen them part way through.
+    pub sorted: bool,
 }
 
 impl InputSpec {
@@ -456,10 +460,14 @@ fn spec_value(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> 
 fn gen_values(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> Values {
     if spec.sparse {
         let n = src.below(6);
+        let mut indices: Vec<usize> = (0..n).map(|_| src.below(spec.dim)).collect();
+        if spec.sorted {
+            indices.sort_unstable();
+        }
         Values::Sparse(
-            (0..n)
-                .map(|_| {
-                    let idx = src.below(spec.dim);
+            indices
+                .into_iter()
+                .map(|idx| {
                     let text = if src.chance(10) {
                         format!("{}{idx}", "0".repeat(src.range(1, 3)))
                     } else {
@@ -515,11 +523,15 @@ pub fn gen_inputs(src: &mut Src) -> Vec<InputSpec> {
         };
         aliases.push(alias.clone());
         let sparse = src.chance(40);
-        let dim = if src.chance(50) {
+        let dim = if sparse && src.chance(30) {
+            // Indices around and past two bytes' worth.
+            src.range(60_000, 200_000)
+        } else if src.chance(50) {
             src.range(1, 4)
         } else {
             src.range(1, 20)
         };
+        let sorted = sparse && src.chance(50);
         let small_values = match src.below(3) {
             0 => 99,
             1 => 90,
@@ -533,6 +545,7 @@ pub fn gen_inputs(src: &mut Src) -> Vec<InputSpec> {
             dim,
             small_values,
             zeros,
+            sorted,
         });
     }
     inputs

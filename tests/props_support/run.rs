@@ -101,7 +101,7 @@ pub fn snapshot<T: Flt>(p: &StreamParser<T>, fatal: Option<FatalDataError>) -> S
                                 indices
                                     .iter()
                                     .zip(values)
-                                    .map(|(&i, v)| (i, v.bits()))
+                                    .map(|(i, v)| (i, v.bits()))
                                     .collect(),
                             ),
                         })
