@@ -632,3 +632,25 @@ fn drain_n(s: &mut MinibatchSource<f32>, size: u64, n: usize) -> Vec<Minibatch<f
         .map(|_| s.next_minibatch(size).unwrap().unwrap().into_inner())
         .collect()
 }
+
+#[test]
+fn a_packer_takes_each_part_from_the_cache_once_per_batch_of_minibatches() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 400);
+    let mut cfg = config(&file);
+    // One chunk of one part, read in file order: every minibatch draws from that part.
+    cfg.chunk_size_in_bytes = 1 << 20;
+    cfg.randomize = false;
+    let want = reference(&cfg, sweeps(1), 1);
+    let mut t = threaded(&cfg, sweeps(1), 1, 1, 2);
+    let got = drain(&mut t, 1);
+    assert_eq!(got, want);
+    let counters = t.counters();
+    let takes = counters.cache_hits + counters.cache_misses;
+    // Batches hold up to 32 minibatches (the first one): a take per batch, not per minibatch.
+    assert!(
+        takes * 8 <= counters.minibatches,
+        "{takes} takes for {} minibatches",
+        counters.minibatches
+    );
+}

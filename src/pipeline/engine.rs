@@ -1060,7 +1060,11 @@ fn run_packer<T: Element>(
                 charges: Vec::new(),
             };
             packing.quick_bytes_left = if next.quick { QUICK_BYTES } else { 0 };
-            let outcome = pack(shared, loads, &mut packing, &next.sequences, &mut packed);
+            let outcome = pack_held(shared, loads, &mut packing, &next.sequences, &mut packed);
+            let ends_turn = k + 1 == count;
+            if ends_turn {
+                packing.release();
+            }
             match outcome {
                 Ok(true) => {}
                 Ok(false) => return, // shutting down
@@ -1094,7 +1098,6 @@ fn run_packer<T: Element>(
             }
             bytes += heap;
             delivery.push(packed);
-            let ends_turn = k + 1 == count;
             if ends_turn || bytes >= OUTPUT_BATCH_BYTES {
                 bytes = 0;
                 let minibatches = std::mem::take(&mut delivery);
@@ -1167,7 +1170,8 @@ fn request_part<T>(shared: &Shared<T>, loads: &Sender<u32>, part: u32) -> bool {
     }
 }
 
-/// The packer's memory across minibatches: the parts the current minibatch holds.
+/// The packer's memory across minibatches: the parts the current batch of planned minibatches
+/// holds (taken by its minibatches as they need them, released at its end).
 struct Packing<T> {
     /// Parts held, by part id; [`QUICK`] for the sequences loaded by the packer itself.
     held: Vec<(u32, ChunkArc<LoadedChunk<T>>)>,
@@ -1213,19 +1217,10 @@ impl<T> Packing<T> {
 
 /// Packs `ordinals` into `packed`, noting what its sequences carry to the error budget;
 /// `Ok(false)` once shutting down. On an error, `packed.charges` holds the charges of the
-/// sequences before it.
-fn pack<T: Element>(
-    shared: &Shared<T>,
-    loads: &Sender<u32>,
-    packing: &mut Packing<T>,
-    ordinals: &[u32],
-    packed: &mut Packed<T>,
-) -> Result<bool, SourceError> {
-    let outcome = pack_held(shared, loads, packing, ordinals, packed);
-    packing.release();
-    outcome
-}
-
+/// sequences before it. The parts it takes stay held in `packing` (pinned in the cache) for
+/// the next minibatches of the batch, which mostly draw from the same parts: one take from
+/// the cache per part and batch rather than per part and minibatch (the packer releases
+/// them at the end of the batch).
 fn pack_held<T: Element>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
