@@ -7,8 +7,7 @@
 //! see [`InputColumn`]). Values of either kind take a byte each while all are integers from 0
 //! to 255 (module `values`), and row indices two bytes each while each is at most 65,535 above
 //! the one before it in its sample (module `indices`). Every input also records where each
-//! sequence's samples start,
-//! so a sequence's data is a range of each column.
+//! sequence's samples start, so a sequence's data is a range of each column.
 
 use std::ops::Range;
 
@@ -213,7 +212,9 @@ impl<T: Element> InputColumn<T> {
     /// a new vector.
     pub fn indices(&self) -> Vec<u32> {
         let mut out = Vec::with_capacity(self.indices.len());
-        self.append_indices(0..self.sample_count(), &mut out);
+        for range in self.entries_by_sample(self.indices.len()) {
+            self.indices.sample(range).append_to(&mut out);
+        }
         out
     }
 
