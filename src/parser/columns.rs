@@ -211,8 +211,14 @@ impl<T: Element> InputColumn<T> {
     /// A sparse input's index of each stored value (empty for a dense input), decoded into
     /// a new vector.
     pub fn indices(&self) -> Vec<u32> {
-        let mut out = Vec::with_capacity(self.indices.len());
-        for range in self.entries_by_sample(self.indices.len()) {
+        self.decoded_indices(self.indices.len())
+    }
+
+    /// Every index held, decoded sample by sample (a sample being read starts at entry
+    /// `open_start`), into room for as many as the storage holds.
+    fn decoded_indices(&self, open_start: usize) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.indices.capacity().max(self.indices.len()));
+        for range in self.entries_by_sample(open_start) {
             self.indices.sample(range).append_to(&mut out);
         }
         out
@@ -221,12 +227,12 @@ impl<T: Element> InputColumn<T> {
     /// Appends the indices of the sparse samples `samples` (within those held) to `out`.
     #[inline]
     pub(crate) fn append_indices(&self, samples: Range<usize>, out: &mut Vec<u32>) {
-        if self.single_entries {
-            // One entry per sample: each index is its sample's first, so a step is it.
-            self.indices.append_one_per_sample(samples, out);
-        } else if self.indices.is_widened() {
+        if self.indices.is_widened() {
             let entries = self.entries_within(samples);
             self.indices.sample(entries).append_to(out);
+        } else if self.single_entries {
+            // One entry per sample: each index is its sample's first, so a step is it.
+            self.indices.append_steps_as_indices(samples, out);
         } else {
             for range in self.sample_entries(samples) {
                 self.indices.sample(range).append_to(out);
@@ -242,18 +248,12 @@ impl<T: Element> InputColumn<T> {
     /// The entry range of every sample of a sparse column, complete or not: those before
     /// entry `open_start`, then the one being read from there (empty when none is).
     fn entries_by_sample(&self, open_start: usize) -> impl Iterator<Item = Range<usize>> + '_ {
-        let complete = if self.single_entries {
-            open_start
-        } else {
-            self.sample_offsets.len().saturating_sub(1)
+        let (complete, open_start) = match self.sample_offsets.last() {
+            // Stored offsets: the last is where the sample being read (if any) starts.
+            Some(&last) if !self.single_entries => (self.sample_offsets.len() - 1, last as usize),
+            _ => (open_start, open_start),
         };
-        let open_start = if self.single_entries {
-            open_start
-        } else {
-            self.sample_offsets.last().map_or(0, |&o| o as usize)
-        };
-        (0..complete)
-            .map(|k| self.entry_start(k)..self.entry_start(k + 1))
+        self.sample_entries(0..complete)
             .chain(std::iter::once(open_start..self.indices.len()))
     }
 
@@ -351,8 +351,8 @@ impl<T: Element> InputColumn<T> {
         if self.indices.is_widened() {
             return;
         }
-        let samples: Vec<Range<usize>> = self.entries_by_sample(open_start).collect();
-        self.indices.widen(samples.into_iter());
+        let wide = self.decoded_indices(open_start);
+        self.indices.set_wide(wide);
     }
 
     /// Appends a stored value, widening the tier first when it cannot hold the value.

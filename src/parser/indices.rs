@@ -85,17 +85,10 @@ impl IndexColumn {
         true
     }
 
-    /// Writes the steps out as indices, from now on; `samples` are the entry ranges of the
-    /// samples held, in order, covering every index held.
+    /// Stores `wide`, every index held decoded (by the owner, who knows the samples' bounds),
+    /// as the indices from now on.
     #[cold]
-    pub(crate) fn widen(&mut self, samples: impl Iterator<Item = Range<usize>>) {
-        if self.widened {
-            return;
-        }
-        let mut wide = Vec::with_capacity(self.steps.capacity().max(self.steps.len()));
-        for range in samples {
-            append_steps(self.steps.get(range).unwrap_or(&[]), &mut wide);
-        }
+    pub(crate) fn set_wide(&mut self, wide: Vec<u32>) {
         self.wide = wide;
         self.steps = Vec::new();
         self.widened = true;
@@ -133,15 +126,12 @@ impl IndexColumn {
         }
     }
 
-    /// Appends the indices `entries`, each the only one of its sample, to `out`.
+    /// Appends the steps `entries`, each the only one of its sample (so its index), to `out`
+    /// (nothing once widened: read those through [`sample`](Self::sample)).
     #[inline]
-    pub(crate) fn append_one_per_sample(&self, entries: Range<usize>, out: &mut Vec<u32>) {
-        if self.widened {
-            out.extend_from_slice(self.wide.get(entries).unwrap_or(&[]));
-        } else {
-            let steps = self.steps.get(entries).unwrap_or(&[]);
-            out.extend(steps.iter().map(|&step| u32::from(step)));
-        }
+    pub(crate) fn append_steps_as_indices(&self, entries: Range<usize>, out: &mut Vec<u32>) {
+        let steps = self.steps.get(entries).unwrap_or(&[]);
+        out.extend(steps.iter().map(|&step| u32::from(step)));
     }
 
     /// The indices, once widened, to append to (empty before).
@@ -303,11 +293,16 @@ mod tests {
             let mut after = 0;
             for &index in *sample {
                 if !column.push(index, after) {
-                    let held = ranges
+                    // Widen as the owner does: decode every sample held, then store it.
+                    let mut wide = Vec::new();
+                    for range in ranges
                         .iter()
                         .cloned()
-                        .chain(std::iter::once(start..column.len()));
-                    column.widen(held);
+                        .chain(std::iter::once(start..column.len()))
+                    {
+                        column.sample(range).append_to(&mut wide);
+                    }
+                    column.set_wide(wide);
                     assert!(column.push(index, after));
                 }
                 after = index;

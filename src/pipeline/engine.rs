@@ -537,23 +537,17 @@ impl<T: Element> MinibatchSource<T> {
                 packer.ready_ends_turn = false;
             }
             let started = Instant::now();
-            let turn = match packer.turn {
-                Some(turn) => Ok(turn),
-                None => packer.routes.recv(),
+            // The packer of the next batch, from its route once the last batch is taken (no
+            // route: the planner ended without sending the end, so it panicked).
+            packer.turn = packer.turn.or_else(|| packer.routes.recv().ok());
+            let Some(output) = packer.turn.and_then(|turn| packer.outputs.get(turn)) else {
+                let error = SourceError::Usage(
+                    "the planner thread stopped unexpectedly (it panicked)".to_string(),
+                );
+                packer.fail(&error);
+                return Err(error);
             };
-            let received = match turn.ok().and_then(|turn| packer.outputs.get(turn)) {
-                Some(output) => {
-                    packer.turn = turn.ok();
-                    output.recv()
-                }
-                None => {
-                    let error = SourceError::Usage(
-                        "the planner thread stopped unexpectedly (it panicked)".to_string(),
-                    );
-                    packer.fail(&error);
-                    return Err(error);
-                }
-            };
+            let received = output.recv();
             self.wait_time += started.elapsed();
             match received {
                 Ok(Output::Packed {
