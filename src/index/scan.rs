@@ -20,7 +20,7 @@ use memchr::memchr2;
 
 use crate::config::InputConfig;
 use crate::index::search::SpecialSearch;
-use crate::parser::line::PackedAlias;
+use crate::parser::line::{NameGuess, PackedAlias};
 use crate::parser::stream::{byte_order_mark_len, empty_file_error};
 use crate::parser::{FatalDataError, KeyMode};
 
@@ -243,8 +243,8 @@ pub struct Scanner {
     /// Mean length of the lines the fast path saw last, or 0 before it saw any (picks its
     /// search).
     mean_line_len: usize,
-    /// The input the fast path tries first for the next name.
-    next_guess: usize,
+    /// The input the fast path tries first for each name.
+    guess: NameGuess,
     open: Option<OpenRun>,
     /// The lines of a segment before its first id, once an id has ended them.
     lead: Option<SegmentLead>,
@@ -289,7 +289,7 @@ impl Scanner {
             name_printable: true,
             check_values: false,
             mean_line_len: 0,
-            next_guess: 0,
+            guess: NameGuess::new(inputs.len()),
             open: None,
             lead: None,
             ready: Vec::new(),
@@ -671,6 +671,8 @@ impl Scanner {
         let mut lines = 0;
         let result = loop {
             let mut seen = 0u64;
+            // The input named last on the line, for the guess at the next name.
+            let mut before = self.guess.line_start();
             let end = loop {
                 let Some(q) = hits.next() else {
                     break None; // the line continues in the next piece
@@ -683,8 +685,9 @@ impl Scanner {
                 if buf.get(q + 1) == Some(&b'#') {
                     continue;
                 }
-                if let Some(input) = self.alias_at(buf, q + 1) {
+                if let Some(input) = self.alias_at(buf, q + 1, before) {
                     seen |= 1 << input;
+                    before = input;
                 }
             };
             let Some(end) = end else { break start };
@@ -768,24 +771,19 @@ impl Scanner {
         }
     }
 
-    /// The configured input whose alias is the name starting at `at`, if any. Samples
-    /// usually come in the same order on every line, so the input after the last one found
-    /// is tried first.
+    /// The configured input whose alias is the name starting at `at`, if any. The input
+    /// that followed `before` (the input named before on the line, or the line's start) last
+    /// time is tried first ([`NameGuess`], as in the parser).
     #[inline(always)]
-    fn alias_at(&mut self, buf: &[u8], at: usize) -> Option<usize> {
+    fn alias_at(&mut self, buf: &[u8], at: usize, before: usize) -> Option<usize> {
         let word = load_word(buf, at);
-        let guess = self.next_guess;
-        let found = if guess < self.packed.len() && self.alias_matches(guess, buf, at, word) {
-            Some(guess)
-        } else {
-            (0..self.packed.len()).find(|&i| self.alias_matches(i, buf, at, word))
-        };
+        let guess = self.guess.after(before);
+        if guess < self.packed.len() && self.alias_matches(guess, buf, at, word) {
+            return Some(guess);
+        }
+        let found = (0..self.packed.len()).find(|&i| self.alias_matches(i, buf, at, word));
         if let Some(input) = found {
-            self.next_guess = if input + 1 == self.packed.len() {
-                0
-            } else {
-                input + 1
-            };
+            self.guess.learn(before, input);
         }
         found
     }

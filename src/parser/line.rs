@@ -61,14 +61,57 @@ impl PackedAlias {
     }
 }
 
+/// Which configured input to try first for the next name of a line: the one that followed
+/// the same predecessor (the input named before it on the line, or the line's start) last
+/// time.
+///
+/// A corpus repeats a few line shapes: `|a … |b …` on every line, or `|labels … |features …`
+/// on a sequence's first line and `|features …` on the others. A guess per predecessor
+/// follows both, where one guess for "the input after the last one" would miss on every
+/// line of the second.
+#[derive(Clone, Debug)]
+pub(crate) struct NameGuess {
+    /// Per input, then (the last slot) for a line's start: the input that came next last time.
+    follows: Box<[usize]>,
+}
+
+impl NameGuess {
+    /// Guesses for `inputs` inputs, before any line: configuration order.
+    pub(crate) fn new(inputs: usize) -> Self {
+        NameGuess {
+            follows: (0..=inputs)
+                .map(|i| if i + 1 < inputs { i + 1 } else { 0 })
+                .collect(),
+        }
+    }
+
+    /// The predecessor of a line's first name.
+    #[inline(always)]
+    pub(crate) fn line_start(&self) -> usize {
+        self.follows.len() - 1
+    }
+
+    /// The input to try first after `before` (an input, or [`line_start`](Self::line_start)).
+    #[inline(always)]
+    pub(crate) fn after(&self, before: usize) -> usize {
+        self.follows[before]
+    }
+
+    /// Records that `input` followed `before`.
+    #[inline(always)]
+    pub(crate) fn learn(&mut self, before: usize, input: usize) {
+        self.follows[before] = input;
+    }
+}
+
 /// Parses lines against a fixed set of configured inputs.
 #[derive(Clone, Debug)]
 pub struct LineParser {
     aliases: Vec<Box<[u8]>>,
     /// Every alias packed, when all are at most 8 bytes long (the usual case).
     packed: Option<Vec<PackedAlias>>,
-    /// The input whose alias is tried first at the next sample.
-    next_guess: usize,
+    /// The input whose alias is tried first at each sample.
+    guess: NameGuess,
     names: Vec<String>,
     formats: Vec<StorageFormat>,
     dims: Vec<usize>,
@@ -194,7 +237,7 @@ impl LineParser {
                 .iter()
                 .map(|i| PackedAlias::new(i.alias.as_bytes()))
                 .collect(),
-            next_guess: 0,
+            guess: NameGuess::new(inputs.len()),
             names: inputs.iter().map(|i| i.name.clone()).collect(),
             formats: inputs.iter().map(|i| i.format).collect(),
             dims: inputs.iter().map(|i| i.dim).collect(),
@@ -218,25 +261,24 @@ impl LineParser {
     /// Matches a configured alias followed by a name terminator at `pos`, comparing whole
     /// words instead of scanning the name first. Returns the input and the name's end.
     ///
-    /// Samples usually come in the same order on every line, so the input after the last
-    /// one matched is tried first.
+    /// The input that followed `before` (the input named before on the line, or the line's
+    /// start) last time is tried first ([`NameGuess`]).
     #[inline(always)]
-    fn match_packed(&mut self, buf: &[u8], pos: usize) -> Option<(usize, usize)> {
+    fn match_packed(&mut self, buf: &[u8], pos: usize, before: usize) -> Option<(usize, usize)> {
         let packed = self.packed.as_ref()?;
         let chunk = buf.get(pos..pos + 8)?;
         let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
         // A match covers `len` bytes that are not the line feed, so `end` is in `buf`.
         let matches =
             |a: &PackedAlias| a.starts(word) && buf.get(pos + a.len).is_some_and(|&b| ends_name(b));
-        let guess = self.next_guess;
+        let guess = self.guess.after(before);
         let input = match packed.get(guess) {
             Some(a) if matches(a) => guess,
-            _ => packed.iter().position(matches)?,
-        };
-        self.next_guess = if input + 1 == packed.len() {
-            0
-        } else {
-            input + 1
+            _ => {
+                let input = packed.iter().position(matches)?;
+                self.guess.learn(before, input);
+                input
+            }
         };
         Some((input, pos + packed[input].len))
     }
@@ -280,6 +322,8 @@ impl LineParser {
         };
         let mut outcome = LineOutcome::default();
         let mut pos = content_start;
+        // The input named last on the line, for the guess at the next name.
+        let mut before = self.guess.line_start();
         loop {
             pos = skip_space(buf, pos);
             let b = buf[pos];
@@ -304,7 +348,7 @@ impl LineParser {
                 continue;
             }
             let name_start = pos;
-            let (input, values) = match self.match_packed(buf, pos) {
+            let (input, values) = match self.match_packed(buf, pos, before) {
                 Some(found) => found,
                 None => {
                     pos = name_end(buf, pos);
@@ -318,6 +362,7 @@ impl LineParser {
                 }
             };
             pos = values;
+            before = input;
             outcome.samples += 1;
             if self.seen_on[input] == self.stamp {
                 report.error(
@@ -689,6 +734,61 @@ mod tests {
             .filter(|d| d.severity == Severity::Error)
             .map(|d| (d.col, d.message.clone()))
             .collect()
+    }
+
+    #[test]
+    fn name_guesses_follow_each_predecessor() {
+        let mut guess = NameGuess::new(3);
+        let start = guess.line_start();
+        assert_eq!(start, 3);
+        // Before any line: configuration order.
+        assert_eq!(
+            (0..=3).map(|b| guess.after(b)).collect::<Vec<_>>(),
+            [1, 2, 0, 0]
+        );
+        // A sequence's first line `|c |a`, then `|a` lines: each predecessor keeps its own.
+        guess.learn(start, 2);
+        guess.learn(2, 0);
+        assert_eq!((guess.after(start), guess.after(2)), (2, 0));
+        guess.learn(start, 0);
+        assert_eq!(
+            (guess.after(start), guess.after(2), guess.after(0)),
+            (0, 0, 1)
+        );
+        // No inputs: a guess that matches nothing.
+        let none = NameGuess::new(0);
+        assert_eq!(none.after(none.line_start()), 0);
+    }
+
+    #[test]
+    fn lines_of_changing_shapes_parse_alike_whatever_was_guessed() {
+        let inputs = inputs();
+        let lines = [
+            "|s 1:1 |d 1 2 3",
+            "|d 4 5 6",
+            "|d 7 8 9",
+            "|s 2:2",
+            "|d 1 1 1 |s 3:3",
+        ];
+        let mut parser = LineParser::new(&inputs);
+        let mut out = ParsedSequences::<f64>::new(&inputs);
+        let mut diags = Vec::new();
+        for (k, line) in lines.iter().enumerate() {
+            let buf = format!("{line}\n");
+            let (outcome, end) =
+                parser.parse_line(buf.as_bytes(), 0, 0, k as u64 + 1, &mut out, &mut diags);
+            assert_eq!(
+                (outcome.samples as usize, end),
+                (line.matches('|').count(), line.len())
+            );
+        }
+        assert!(diags.is_empty(), "{diags:?}");
+        let dense: Vec<f64> = out.columns[0].values().to_vec();
+        assert_eq!(
+            dense,
+            [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 1.0, 1.0, 1.0]
+        );
+        assert_eq!(out.columns[1].indices(), [1, 2, 3]);
     }
 
     #[test]
