@@ -190,6 +190,22 @@ pub(crate) fn read_at_most(file: &File, buffer: &mut [u8], offset: u64) -> io::R
     Ok(filled)
 }
 
+/// The smallest part a file is cut into for its size (unless the part size asked for is
+/// smaller still, as in tests).
+const SMALLEST_PART: usize = 256 << 10;
+
+/// The part size for a file of `size` bytes scanned on `threads` threads: `largest`, or on
+/// a file of fewer than two rounds of those, parts that make two rounds (at least
+/// [`SMALLEST_PART`]), so that the threads share a small file evenly. (A 4.7 MB file in
+/// 2 MiB parts on two threads was two parts at once, then the rest on one thread; a file
+/// of less than a round was not split at all.)
+fn part_size(size: u64, threads: usize, largest: usize) -> usize {
+    let two_rounds = size.div_ceil(2 * threads.max(1) as u64);
+    usize::try_from(two_rounds)
+        .unwrap_or(usize::MAX)
+        .clamp(SMALLEST_PART.min(largest), largest)
+}
+
 /// Takes the sequences a round of the scan completed, in file order, and the bytes it read.
 pub(crate) type AfterRound<'a> =
     dyn FnMut(&mut Vec<ScannedSequence>, u64) -> Result<(), IndexError> + 'a;
@@ -201,6 +217,9 @@ pub(crate) struct SplitScan {
     inputs: Vec<InputConfig>,
     skip_sequence_ids: bool,
     threads: usize,
+    /// The part size asked for: the largest a file's parts get.
+    largest_part: usize,
+    /// The part size of the file being scanned ([`part_size`]).
     part_size: usize,
     buffer: Vec<u8>,
     helpers: Option<Helpers>,
@@ -247,6 +266,7 @@ impl SplitScan {
             inputs: inputs.to_vec(),
             skip_sequence_ids,
             threads: threads.max(1),
+            largest_part: part_size.max(1),
             part_size: part_size.max(1),
             buffer: Vec::new(),
             helpers: None,
@@ -274,6 +294,7 @@ impl SplitScan {
         // are received first, so that none is taken for this file's.
         self.drop_ahead();
         self.main.start_file(key_base);
+        self.part_size = part_size(size, self.threads, self.largest_part);
         let round = self.part_size.saturating_mul(self.threads);
         // Split only a file larger than a round.
         let may_split = self.threads > 1 && size > round as u64;
@@ -525,6 +546,15 @@ mod tests {
         threads: usize,
         part_size: usize,
     ) -> (Vec<ScannedSequence>, FileSummary) {
+        scanned_with(text, threads, part_size).1
+    }
+
+    /// The scan after scanning `text`, and what it found.
+    fn scanned_with(
+        text: &[u8],
+        threads: usize,
+        part_size: usize,
+    ) -> (SplitScan, (Vec<ScannedSequence>, FileSummary)) {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(text).unwrap();
         let inputs = [InputConfig::dense("a", 1), InputConfig::sparse("b", 9)];
@@ -536,7 +566,7 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        (out, summary)
+        (scan, (out, summary))
     }
 
     #[test]
@@ -582,6 +612,36 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn small_files_are_cut_into_two_rounds_of_parts() {
+        const MIB: usize = 1 << 20;
+        // Large files keep the parts asked for; smaller ones get two rounds, down to 256 KiB.
+        assert_eq!(part_size(100 * MIB as u64, 2, 2 * MIB), 2 * MIB);
+        assert_eq!(part_size(8 * MIB as u64, 2, 2 * MIB), 2 * MIB);
+        assert_eq!(part_size(6 * MIB as u64, 2, 2 * MIB), 1536 << 10);
+        assert_eq!(part_size(6 * MIB as u64, 3, 2 * MIB), MIB);
+        assert_eq!(part_size(100 << 10, 2, 2 * MIB), SMALLEST_PART);
+        // Parts asked smaller than that (tests) are kept.
+        assert_eq!(part_size(6 * MIB as u64, 2, 100), 100);
+        assert_eq!(part_size(0, 0, 2 * MIB), SMALLEST_PART);
+    }
+
+    #[test]
+    fn a_small_file_is_scanned_in_parts_like_on_one_thread() {
+        // About 1.3 MB: below a round of 2 MiB parts on 2 threads, which used to leave it to
+        // one thread; now 4 parts of a quarter of it, seams in runs and between them.
+        let mut text = Vec::new();
+        for k in 0..40_000u32 {
+            text.extend_from_slice(format!("{} |a {k} |b {}:1\n", k / 3, k % 9).as_bytes());
+        }
+        let expected = scan_with(&text, 1, 2 << 20);
+        assert_eq!(expected.0.len(), 13_334);
+        let (scan, found) = scanned_with(&text, 2, 2 << 20);
+        assert_eq!(scan.part_size, text.len().div_ceil(4).max(SMALLEST_PART));
+        assert!(scan.helper_count() > 0, "the helpers scanned it");
+        assert_eq!(found, expected);
     }
 
     #[test]
