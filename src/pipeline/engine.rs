@@ -68,7 +68,9 @@ pub struct PipelineOptions {
     /// planned batch), so that small minibatches cost one handoff per delivery.
     pub prefetch: usize,
     /// Bytes a loader parses at once: chunks are split into parts of about this size at
-    /// sequence boundaries, so that one chunk is parsed on every loader (default 1 MiB).
+    /// sequence boundaries, so that one chunk is parsed on every loader (default 1 MiB). A
+    /// corpus of fewer than four such parts per loader is cut into smaller ones, four per
+    /// loader (of at least 64 KiB).
     pub part_bytes: u64,
     /// Most bytes of parsed data the engine keeps (default: no limit beyond the window).
     /// The chunk cache keeps its parts within the budget less the room of the minibatches
@@ -152,6 +154,20 @@ fn batch_span(ahead_samples: u64, batches_queued: usize, bytes_per_sample: u64) 
 
 /// The default of [`PipelineOptions::part_bytes`].
 pub const PART_BYTES: u64 = 1 << 20;
+
+/// The smallest part [`part_size`] cuts a small corpus into.
+const SMALLEST_PART_BYTES: u64 = 64 << 10;
+
+/// The part size for a corpus of `total` bytes on `loaders` loader threads: `asked`
+/// ([`PipelineOptions::part_bytes`]), or on a corpus of fewer than four such parts per
+/// loader, parts that give every loader four (of at least [`SMALLEST_PART_BYTES`]), so that
+/// the loaders finish a small corpus together rather than one parsing the last part alone.
+fn part_size(asked: u64, total: u64, loaders: usize) -> u64 {
+    let four_each = total
+        .div_ceil(4 * loaders.max(1) as u64)
+        .max(SMALLEST_PART_BYTES);
+    asked.min(four_each).max(1)
+}
 
 /// The parts chunks are loaded in: the cache's unit.
 struct Parts {
@@ -371,11 +387,12 @@ impl<T: Element> MinibatchSource<T> {
         // Look ahead by enough chunks to give every loader two parts to parse: one chunk
         // when chunks hold many parts, up to two per loader when a chunk is one part.
         let chunk_bytes = (index.total_bytes() / chunks as u64).max(1);
-        let part_bytes = options.part_bytes.clamp(1, chunk_bytes);
+        let part_size = part_size(options.part_bytes, index.total_bytes(), loader_threads);
+        let part_bytes = part_size.min(chunk_bytes);
         let ahead_chunks = (2 * loader_threads as u64 * part_bytes)
             .div_ceil(chunk_bytes)
             .clamp(1, chunks as u64) as usize;
-        let parts = Parts::new(&index, options.part_bytes.max(1));
+        let parts = Parts::new(&index, part_size);
         let parts_per_chunk = parts
             .of_chunk
             .iter()
@@ -1510,6 +1527,19 @@ mod tests {
         assert!(!dealer.send(batch_of(1)));
         drop(packer);
         assert!(!dealer.send(batch_of(2)));
+    }
+
+    #[test]
+    fn a_small_corpus_gives_every_loader_four_parts() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(part_size(MIB, 100 * MIB, 2), MIB);
+        assert_eq!(part_size(MIB, 8 * MIB, 2), MIB);
+        assert_eq!(part_size(MIB, 4 * MIB, 2), MIB / 2);
+        assert_eq!(part_size(MIB, 4 * MIB, 4), MIB / 4);
+        assert_eq!(part_size(MIB, 100 << 10, 2), SMALLEST_PART_BYTES);
+        // Parts asked smaller (tests) are kept, and never 0.
+        assert_eq!(part_size(20, 4 * MIB, 2), 20);
+        assert_eq!(part_size(0, 0, 0), 1);
     }
 
     #[test]
