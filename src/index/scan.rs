@@ -202,6 +202,40 @@ fn estimate_line_len(text: &[u8]) -> usize {
     }
 }
 
+/// Lines of the fast path that continue the open run, not yet added to it: how many, their
+/// samples, the end of the last, and the counts per input of the last run of lines holding the
+/// same inputs (lines of a file mostly hold the same inputs, so counting them per run of
+/// equal sets saves a count per input per line).
+#[derive(Clone, Copy, Debug, Default)]
+struct Continued {
+    lines: u64,
+    samples: u64,
+    end: u64,
+    /// The inputs of the lines counted in `seen_lines`.
+    seen: u64,
+    seen_lines: u64,
+}
+
+impl Continued {
+    /// Counts a line ending at `end` that holds the inputs in `seen` (a sample if `sample`).
+    /// Returns the inputs and the count of the lines before it that held other inputs, for
+    /// the caller to count.
+    #[inline(always)]
+    fn line(&mut self, seen: u64, sample: bool, end: u64) -> Option<(u64, u64)> {
+        self.lines += 1;
+        self.samples += u64::from(sample);
+        self.end = end;
+        if seen == self.seen {
+            self.seen_lines += 1;
+            return None;
+        }
+        let before = (self.seen, self.seen_lines);
+        self.seen = seen;
+        self.seen_lines = 1;
+        (before.1 > 0).then_some(before)
+    }
+}
+
 /// The incremental boundary scanner for one configuration.
 pub struct Scanner {
     aliases: Vec<Box<[u8]>>,
@@ -658,6 +692,10 @@ impl Scanner {
     }
 
     /// The loop of [`run_lines`](Self::run_lines), over the positions of the specials.
+    ///
+    /// A line with the same id bytes as the line that opened the run still open (most lines
+    /// of a file of sequences) only extends it: such lines are counted in locals
+    /// ([`Continued`]) and added to the run and the counts before anything else reads them.
     #[inline]
     fn lines_from_hits(
         &mut self,
@@ -669,6 +707,8 @@ impl Scanner {
     ) -> usize {
         let mut start = pos;
         let mut lines = 0;
+        let mut continued = Continued::default();
+        let mut open_id = self.open_id_bytes();
         let result = loop {
             let mut seen = 0u64;
             // The input named last on the line, for the guess at the next name.
@@ -691,22 +731,65 @@ impl Scanner {
                 }
             };
             let Some(end) = end else { break start };
+            if let Some(id_bytes) = open_id {
+                let word = load_word(buf, start);
+                let digits = leading_digits(word);
+                if digits > 0 && digits < 8 && word & ((1u64 << (8 * digits)) - 1) == id_bytes {
+                    let sample = seen & self.sample_inputs != 0;
+                    if let Some((inputs, count)) = continued.line(seen, sample, base + end as u64) {
+                        self.count_inputs(inputs, count);
+                    }
+                    lines += 1;
+                    start = end;
+                    if start == buf.len() {
+                        break start;
+                    }
+                    continue;
+                }
+            }
+            self.add_continued(&mut continued);
             if seen == 0 && mode == KeyMode::Lines {
                 break start; // the state machine checks the line for errors
             }
             if !self.commit_line(buf, start, end, seen, base) {
                 break start;
             }
+            open_id = self.open_id_bytes();
             lines += 1;
             start = end;
             if start == buf.len() {
                 break start;
             }
         };
+        self.add_continued(&mut continued);
         if let Some(mean) = (result - pos).checked_div(lines) {
             self.mean_line_len = mean;
         }
         result
+    }
+
+    /// The id bytes of the line that opened the run still open, if it has an id of fewer
+    /// than 8 digits (id mode).
+    fn open_id_bytes(&self) -> Option<u64> {
+        match &self.open {
+            Some(run) if run.id.is_some() && run.id_bytes != u64::MAX => Some(run.id_bytes),
+            _ => None,
+        }
+    }
+
+    /// Adds the lines counted in `continued` to the open run, the line number and the
+    /// counts per input, and empties it.
+    fn add_continued(&mut self, continued: &mut Continued) {
+        if continued.lines == 0 {
+            return;
+        }
+        if let Some(run) = &mut self.open {
+            run.end = continued.end;
+            run.samples += continued.samples;
+        }
+        self.line += continued.lines;
+        self.count_inputs(continued.seen, continued.seen_lines);
+        *continued = Continued::default();
     }
 
     /// Commits the line `buf[start..end]` found by the fast path, holding the inputs in
@@ -715,20 +798,6 @@ impl Scanner {
     #[inline(always)]
     fn commit_line(&mut self, buf: &[u8], start: usize, end: usize, seen: u64, base: u64) -> bool {
         let word = load_word(buf, start);
-        let short_id = leading_digits(word);
-        if short_id > 0 && short_id < 8 && self.mode == Some(KeyMode::Ids) {
-            // The common case: the same id bytes as the line that opened the sequence.
-            let id_bytes = word & ((1u64 << (8 * short_id)) - 1);
-            if let Some(run) = &mut self.open {
-                if run.id_bytes == id_bytes && run.id.is_some() {
-                    run.end = base + end as u64;
-                    run.samples += u64::from(seen & self.sample_inputs != 0);
-                    self.count_inputs(seen);
-                    self.line += 1;
-                    return true;
-                }
-            }
-        }
         let mut p = start;
         let mut id = 0u64;
         while let Some(&b) = buf.get(p) {
@@ -742,7 +811,7 @@ impl Scanner {
         if digits > 19 {
             return false;
         }
-        self.count_inputs(seen);
+        self.count_inputs(seen, 1);
         self.line_start = base + start as u64;
         self.line_counted = seen != 0;
         self.line_defining = self.defining.is_some_and(|d| seen & (1 << d) != 0);
@@ -761,12 +830,12 @@ impl Scanner {
         true
     }
 
-    /// Counts a line holding the inputs in `seen` (a bit per input).
+    /// Counts `lines` lines holding the inputs in `seen` (a bit per input).
     #[inline(always)]
-    fn count_inputs(&mut self, seen: u64) {
+    fn count_inputs(&mut self, seen: u64, lines: u64) {
         let mut bits = seen;
         while bits != 0 {
-            self.input_lines[bits.trailing_zeros() as usize] += 1;
+            self.input_lines[bits.trailing_zeros() as usize] += lines;
             bits &= bits - 1;
         }
     }
@@ -996,6 +1065,42 @@ mod tests {
         assert_eq!(seqs.len(), 1);
         assert_eq!(seqs[0].samples, 2);
         assert_eq!(summary.input_lines, [3, 2]);
+    }
+
+    #[test]
+    fn lines_continuing_a_run_count_their_inputs_and_samples() {
+        // Runs whose lines change the inputs they hold, and an id written differently (`01`)
+        // that still continues its run: the fast path counts them in runs of equal inputs.
+        let inputs = vec![
+            InputConfig::dense("a", 1),
+            InputConfig::dense("b", 1).defining_mb_size(),
+        ];
+        let lines = [
+            "1 |a 1 |b 1",
+            "1 |a 2",
+            "1 |a 3",
+            "1 |b 4",
+            "1 |a 5 |b 5",
+            "01 |b 6",
+            "2 |a 7",
+            "2 |a 8 |b 8",
+        ];
+        let text = lines.map(|l| format!("{l}\n")).concat();
+        let second = lines[..6].iter().map(|l| l.len() as u64 + 1).sum::<u64>();
+        for piece in [usize::MAX, 64, 5] {
+            let (seqs, summary) = scan_pieces(text.as_bytes(), piece, &inputs, false).unwrap();
+            let found: Vec<_> = seqs
+                .iter()
+                .map(|s| (s.key, s.start, s.end, s.line, s.samples))
+                .collect();
+            assert_eq!(
+                found,
+                [(1, 0, second, 1, 4), (2, second, text.len() as u64, 7, 1)],
+                "pieces of {piece}"
+            );
+            assert_eq!(summary.input_lines, [6, 5], "pieces of {piece}");
+            assert_eq!(summary.lines, 8);
+        }
     }
 
     #[test]
