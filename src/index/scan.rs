@@ -22,6 +22,7 @@ use crate::config::InputConfig;
 use crate::index::search::SpecialSearch;
 use crate::parser::line::{NameGuess, PackedAlias};
 use crate::parser::stream::{byte_order_mark_len, empty_file_error};
+use crate::parser::word::{leading_digits, load_word, low_bytes};
 use crate::parser::{FatalDataError, KeyMode};
 
 /// A span of a file the parser will read as one sequence.
@@ -154,36 +155,6 @@ fn is_space(b: u8) -> bool {
 
 fn is_printable(b: u8) -> bool {
     (0x21..0x7f).contains(&b)
-}
-
-/// A byte per lane of a word.
-pub(super) const ONES: u64 = 0x0101_0101_0101_0101;
-/// The low 7 bits of every lane.
-pub(super) const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-/// The high bit of every lane.
-pub(super) const HIGH: u64 = 0x8080_8080_8080_8080;
-
-/// The 8 bytes of `buf` at `at` as a little-endian word, zero-padded past the end.
-#[inline]
-pub(super) fn load_word(buf: &[u8], at: usize) -> u64 {
-    match buf.get(at..at + 8) {
-        Some(b) => <[u8; 8]>::try_from(b).map_or(0, u64::from_le_bytes),
-        None => {
-            let mut bytes = [0u8; 8];
-            let tail = buf.get(at..).unwrap_or(&[]);
-            bytes[..tail.len()].copy_from_slice(tail);
-            u64::from_le_bytes(bytes)
-        }
-    }
-}
-
-/// The number of leading ASCII digits of `word` (8 when all are digits).
-#[inline(always)]
-fn leading_digits(word: u64) -> u32 {
-    let x = word ^ (ONES * u64::from(b'0'));
-    // A byte is a digit when it is below 10 once '0' is xored away.
-    let non_digits = (((x & LOW7) + ONES * (0x80 - 10)) | x) & HIGH;
-    non_digits.trailing_zeros() / 8
 }
 
 /// Lines shorter than this, on average, are searched a block at a time ([`SpecialSearch`]);
@@ -734,7 +705,7 @@ impl Scanner {
             if let Some(id_bytes) = open_id {
                 let word = load_word(buf, start);
                 let digits = leading_digits(word);
-                if digits > 0 && digits < 8 && word & ((1u64 << (8 * digits)) - 1) == id_bytes {
+                if digits > 0 && digits < 8 && low_bytes(word, digits) == id_bytes {
                     let sample = seen & self.sample_inputs != 0;
                     if let Some((inputs, count)) = continued.line(seen, sample, base + end as u64) {
                         self.count_inputs(inputs, count);
@@ -823,7 +794,7 @@ impl Scanner {
         if let Some(run) = &mut self.open {
             if run.line == self.line && digits < 8 {
                 // The run this line opened: remember its id bytes for the lines after it.
-                run.id_bytes = word & ((1u64 << (8 * digits)) - 1);
+                run.id_bytes = low_bytes(word, digits as u32);
             }
         }
         self.end_line(base + end as u64);

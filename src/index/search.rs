@@ -8,7 +8,7 @@
 //! arithmetic ([`specials_in_word`], the high bit of each byte). The tests check both
 //! matchers, and the search, against a byte loop.
 
-use crate::index::scan::{HIGH, LOW7, ONES};
+use crate::parser::word::{HIGH, LOW7, ONES};
 
 /// Bytes per block of the search.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -33,7 +33,7 @@ const BITS_PER_BYTE: u32 = 8;
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 #[inline(always)]
 fn specials(buf: &[u8], at: usize) -> u64 {
-    specials_in_word(crate::index::scan::load_word(buf, at))
+    specials_in_word(crate::parser::word::load_word(buf, at))
 }
 
 /// Positions of `|` and line feeds in a buffer from a start, in order, a block at a time.
@@ -128,7 +128,7 @@ fn specials_in_word(word: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::scan::load_word;
+    use crate::parser::word::load_word;
 
     /// Random buffers of 0 to 199 bytes, dense in specials (so blocks, words and tails of
     /// every length).

@@ -2,7 +2,8 @@
 //!
 //! [`number`] scans and converts numbers, [`line`](mod@line) parses the samples of one line,
 //! [`columns`] holds the decoded data, and [`stream`] drives them over a byte stream,
-//! grouping lines into sequences. Nothing here does I/O or knows about files or threads.
+//! grouping lines into sequences (`word` holds the word-at-a-time helpers they share with
+//! the index scan). Nothing here does I/O or knows about files or threads.
 
 pub mod columns;
 pub mod indices;
@@ -10,6 +11,7 @@ pub mod line;
 pub mod number;
 pub mod stream;
 pub mod values;
+pub(crate) mod word;
 
 pub use columns::{
     BufferLengths, ColumnOverflow, InputColumn, ParsedSequences, Sample, SequenceInfo,

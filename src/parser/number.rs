@@ -174,15 +174,9 @@ impl NumberError {
 /// that a run of numbers of varying length costs no mispredicted loop exits.
 #[inline(always)]
 pub(crate) fn leading_digits_value(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let chunk = bytes.get(pos..pos.checked_add(8)?)?;
     let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
-    let x = word ^ (ONES * u64::from(b'0'));
-    // A byte is a digit when it is below 10 once '0' is xored away.
-    let non_digits = (((x & LOW7) + ONES * (0x80 - 10)) | x) & HIGH;
-    let n = non_digits.trailing_zeros() / 8;
+    let (x, n) = crate::parser::word::digit_lanes(word);
     if n == 0 || n == 8 {
         return None;
     }

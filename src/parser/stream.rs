@@ -16,6 +16,7 @@ use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{BufferLengths, ParsedSequences, SequenceInfo};
 use crate::parser::line::{skip_space, LineParser};
 use crate::parser::number::Element;
+use crate::parser::word::{leading_digits, load_word, low_bytes};
 
 /// Options of the sequence rules that are not about inputs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -121,11 +122,17 @@ struct OpenSequence {
     /// The id that opened the sequence; `None` in line mode and for an id beyond 64 bits
     /// (which no later line continues).
     id: Option<u64>,
+    /// The id's bytes as written on the line that opened the sequence (as a little-endian
+    /// word), when they are 1 to 7 digits; [`NO_ID_BYTES`] otherwise.
+    id_bytes: u64,
     line: u64,
     counted_lines: u32,
     errors: u32,
     first_error: Option<Diagnostic>,
 }
+
+/// [`OpenSequence::id_bytes`] of a sequence whose lines are compared by id value only.
+const NO_ID_BYTES: u64 = u64::MAX;
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -401,7 +408,58 @@ impl<T: Element> StreamParser<T> {
             };
             self.saw_content = true;
         }
-        // The id: digits at the very start of the line (ignored in line mode, like CNTK).
+        // The id: digits at the very start of the line (ignored in line mode, like CNTK). A
+        // line whose id bytes are those of the line that opened the open sequence continues
+        // it (most lines of a file of sequences), without reading the id's value.
+        let word = load_word(buf, start);
+        let digits = leading_digits(word);
+        let continues = digits > 0
+            && digits < 8
+            && matches!(&self.open, Some(o) if o.id_bytes == low_bytes(word, digits));
+        let content = if continues {
+            start + digits as usize
+        } else {
+            self.open_line(buf, start, word, digits, line_no)
+        };
+        let before = self.diags.len();
+        let (outcome, line_end) =
+            self.lines
+                .parse_line(buf, start, content, line_no, &mut self.out, &mut self.diags);
+        let added = (self.diags.len() - before) as u64;
+        self.counts.warnings += added - u64::from(outcome.errors);
+        if let Some(open) = &mut self.open {
+            if outcome.errors > 0 {
+                if open.first_error.is_none() {
+                    open.first_error = self.diags[before..]
+                        .iter()
+                        .find(|d| d.severity == Severity::Error)
+                        .cloned();
+                }
+                open.errors = open.errors.saturating_add(outcome.errors);
+            }
+            if outcome.samples > 0 {
+                open.counted_lines = open.counted_lines.saturating_add(1);
+            } else if outcome.errors == 0 {
+                self.counts.skipped_lines += 1;
+            }
+        }
+        if self.mode == Mode::Lines {
+            self.end_sequence();
+        }
+        line_end
+    }
+
+    /// Reads the id at the start of the line at `start` (whose first 8 bytes are `word`, of
+    /// which `digits` lead), and ends the open sequence and begins the next where the line
+    /// starts one. Returns where the line's content starts, after the id.
+    fn open_line(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        word: u64,
+        digits: u32,
+        line_no: u64,
+    ) -> usize {
         let mut content = start;
         let mut id_value = 0u64;
         while buf[content].is_ascii_digit() {
@@ -422,6 +480,9 @@ impl<T: Element> StreamParser<T> {
                 if !same {
                     self.end_sequence();
                     self.begin_sequence(id.unwrap_or(u64::MAX), id, line_no);
+                    if let (Some(open), Some(_), 1..=7) = (&mut self.open, id, digits) {
+                        open.id_bytes = low_bytes(word, digits);
+                    }
                     match id {
                         None => self.sequence_error(
                             line_no,
@@ -454,38 +515,14 @@ impl<T: Element> StreamParser<T> {
                 self.begin_sequence(self.key_base + line_no - 1, None, line_no);
             }
         }
-        let before = self.diags.len();
-        let (outcome, line_end) =
-            self.lines
-                .parse_line(buf, start, content, line_no, &mut self.out, &mut self.diags);
-        let added = (self.diags.len() - before) as u64;
-        self.counts.warnings += added - u64::from(outcome.errors);
-        if let Some(open) = &mut self.open {
-            if outcome.errors > 0 {
-                if open.first_error.is_none() {
-                    open.first_error = self.diags[before..]
-                        .iter()
-                        .find(|d| d.severity == Severity::Error)
-                        .cloned();
-                }
-                open.errors = open.errors.saturating_add(outcome.errors);
-            }
-            if outcome.samples > 0 {
-                open.counted_lines = open.counted_lines.saturating_add(1);
-            } else if outcome.errors == 0 {
-                self.counts.skipped_lines += 1;
-            }
-        }
-        if self.mode == Mode::Lines {
-            self.end_sequence();
-        }
-        line_end
+        content
     }
 
     fn begin_sequence(&mut self, key: u64, id: Option<u64>, line: u64) {
         self.open = Some(OpenSequence {
             key,
             id,
+            id_bytes: NO_ID_BYTES,
             line,
             counted_lines: 0,
             errors: 0,
@@ -631,6 +668,20 @@ mod tests {
         assert_eq!(p.keys, [7, 9]);
         assert_eq!(p.lines, [1, 5]);
         assert!(p.errors.is_empty(), "{:?}", p.errors);
+    }
+
+    #[test]
+    fn ids_continue_by_value_whatever_their_bytes() {
+        // `07` continues 7 (by value) and 7 after it still does; 8 digits (no id bytes kept)
+        // and an id right before its `|` continue too; 70 and 8 do not continue 7.
+        let p = parse(concat!(
+            "7 |a 1 |b\n07 |a 2\n7 |a 3\n70 |a 4 |b\n8 |a 5 |b\n",
+            "12345678 |a 6 |b\n12345678 |a 7\n9|a 8 |b\n9|a 9\n",
+        ));
+        assert_eq!(p.keys, [7, 70, 8, 12_345_678, 9]);
+        assert_eq!(p.lines, [1, 4, 5, 6, 8]);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        assert_eq!(p.counts.lines, 9);
     }
 
     #[test]
