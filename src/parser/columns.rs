@@ -879,24 +879,51 @@ impl<T: Element> ParsedSequences<T> {
         other: &ParsedSequences<T>,
         limit: usize,
     ) -> Result<(), ColumnOverflow> {
+        self.append_range_within(other, 0..other.sequences.len(), limit)
+    }
+
+    /// Appends copies of the complete sequences `range` of `other` (same inputs), or nothing
+    /// when an input would then hold more than [`MAX_COLUMN_ENTRIES`] samples or stored
+    /// values.
+    pub fn append_range(
+        &mut self,
+        other: &ParsedSequences<T>,
+        range: Range<usize>,
+    ) -> Result<(), ColumnOverflow> {
+        self.append_range_within(other, range, MAX_COLUMN_ENTRIES)
+    }
+
+    /// [`append_range`](Self::append_range) with a limit of `limit`.
+    fn append_range_within(
+        &mut self,
+        other: &ParsedSequences<T>,
+        range: Range<usize>,
+        limit: usize,
+    ) -> Result<(), ColumnOverflow> {
+        let range = range.start.min(other.sequences.len())..range.end.min(other.sequences.len());
+        let range = range.start..range.end.max(range.start);
         for (input, (mine, theirs)) in self.columns.iter().zip(&other.columns).enumerate() {
-            let end = theirs.sequence_start(other.sequences.len());
+            let start = theirs.sequence_start(range.start);
+            let end = theirs.sequence_start(range.end);
             let values = match theirs.format {
                 StorageFormat::Dense => 0,
-                StorageFormat::Sparse => theirs.entry_start(end),
+                StorageFormat::Sparse => theirs.entry_start(end) - theirs.entry_start(start),
             };
-            if !mine.room_for(end, values, limit) {
+            if !mine.room_for(end - start, values, limit) {
                 return Err(ColumnOverflow { input });
             }
         }
         for (mine, theirs) in self.columns.iter_mut().zip(&other.columns) {
             let sample_base = mine.sample_count();
-            let end = theirs.sequence_start(other.sequences.len());
+            let start = theirs.sequence_start(range.start);
+            let end = theirs.sequence_start(range.end);
             match theirs.format {
-                StorageFormat::Dense => mine.extend_values(theirs, 0..end * theirs.dim),
-                StorageFormat::Sparse => mine.extend_sparse(theirs, 0..end),
+                StorageFormat::Dense => {
+                    mine.extend_values(theirs, start * theirs.dim..end * theirs.dim)
+                }
+                StorageFormat::Sparse => mine.extend_sparse(theirs, start..end),
             }
-            let sequences = other.sequences.len();
+            let sequences = range.len();
             if mine.single_samples && theirs.single_samples {
                 mine.implicit_sequences += sequences;
                 continue;
@@ -907,11 +934,11 @@ impl<T: Element> ParsedSequences<T> {
             extend_offsets(
                 &mut mine.sequence_offsets,
                 (&theirs.sequence_offsets, theirs.single_samples),
-                0..sequences,
+                range.clone(),
                 sample_base,
             );
         }
-        self.sequences.extend_from_slice(&other.sequences);
+        self.sequences.extend_from_slice(&other.sequences[range]);
         Ok(())
     }
 
@@ -1141,6 +1168,50 @@ mod tests {
             assert_eq!(diags.len(), 1, "{line}: {diags:?}");
             assert_eq!(p.columns[0].value_tier, tier, "{line}");
             assert_eq!(p.columns[0].values().to_vec(), want, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_range_of_sequences_appends_as_if_parsed_alone() {
+        // Sequences that change the columns' tiers (values, wide indices, several samples)
+        // on either side of the range.
+        let all: [&str; 9] = [
+            "|d 1 2 |s 1:1",
+            "|d 3 4 |s 2:1\n|d 5 6 |s 3:1",
+            "|d 1 2 |s 2:0 3:1",
+            "|d 7 8 |s 4:255",
+            "|d 1 2 |s 2:-3 9:1",
+            "|d 9 9 |s 4:1.5 5:1\n|d 0 0 |s 6:1\n|d 1 1 |s 7:1",
+            "|d 1 2 |s 6:1",
+            "|d 3 4 |s 1:1",
+            "|d 300 4 |s 2:2",
+        ];
+        let whole = parsed(&all);
+        for start in 0..all.len() {
+            for end in start..=all.len() {
+                for prefix in [0, 1, 6] {
+                    let mut got = parsed(&all[..prefix]);
+                    got.append_range(&whole, start..end).unwrap();
+                    let lines: Vec<&str> = all[..prefix]
+                        .iter()
+                        .chain(&all[start..end])
+                        .copied()
+                        .collect();
+                    let want = parsed(&lines);
+                    let context = format!("{prefix} then {start}..{end}");
+                    assert_eq!(got.columns, want.columns, "{context}");
+                    assert_eq!(
+                        sparse_samples(&got, 1),
+                        sparse_samples(&want, 1),
+                        "{context}"
+                    );
+                    assert_eq!(
+                        &got.sequences[prefix..],
+                        &whole.sequences[start..end],
+                        "{context}"
+                    );
+                }
+            }
         }
     }
 

@@ -21,6 +21,6 @@ pub use indices::{IndexIter, SampleIndices};
 pub use line::LineParser;
 pub use number::Element;
 pub use stream::{
-    FatalDataError, InvalidSequence, KeyMode, ParseCounts, StreamOptions, StreamParser,
+    FatalDataError, InvalidSequence, KeyMode, ParseCounts, ParsedRun, StreamOptions, StreamParser,
 };
 pub use values::SampleValues;

@@ -129,6 +129,32 @@ struct OpenSequence {
     counted_lines: u32,
     errors: u32,
     first_error: Option<Diagnostic>,
+    /// While runs are recorded: where its first line starts in the text fed, and in line
+    /// mode where its line ends (see [`ParsedRun`]).
+    start: usize,
+    end: usize,
+}
+
+/// A sequence (or an id-mode run of lines) the parser found, as recorded while
+/// [`StreamParser::record_runs`] is on: what the index scan needs to know of it, so that a
+/// part parsed anyway can stand for the part's scan (module `index::stash`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParsedRun {
+    /// Byte offset of its first line in the text fed since the range started.
+    pub start: usize,
+    /// In line mode, the byte offset just past its line; in id mode 0 (the next run's start,
+    /// or the end of the text, ends it).
+    pub end: usize,
+    /// 1-based line number of its first line.
+    pub line: u64,
+    /// Its key, as in [`SequenceInfo::key`].
+    pub key: u64,
+    /// Whether its key is an id.
+    pub is_id: bool,
+    /// Its position among the complete sequences output since the range started; `None`
+    /// for an id-mode run without a configured input, which is no sequence, and for an
+    /// invalid sequence.
+    pub sequence: Option<u32>,
 }
 
 /// [`OpenSequence::id_bytes`] of a sequence whose lines are compared by id value only.
@@ -183,6 +209,12 @@ pub struct StreamParser<T> {
     open: Option<OpenSequence>,
     counts: ParseCounts,
     scratch_counts: Vec<usize>,
+    /// The runs found since recording started ([`record_runs`](Self::record_runs)).
+    runs: Option<Vec<ParsedRun>>,
+    /// Bytes of the current range fed so far, and where the buffer being processed starts
+    /// among them (kept while recording runs).
+    fed: usize,
+    buf_base: usize,
 }
 
 impl<T: Element> StreamParser<T> {
@@ -204,6 +236,9 @@ impl<T: Element> StreamParser<T> {
             open: None,
             counts: ParseCounts::default(),
             scratch_counts: Vec::new(),
+            runs: None,
+            fed: 0,
+            buf_base: 0,
         }
     }
 
@@ -228,6 +263,22 @@ impl<T: Element> StreamParser<T> {
         self.next_line = 1;
         self.key_base = key_base;
         self.open = None;
+        self.fed = 0;
+    }
+
+    /// Records, from now until [`take_runs`](Self::take_runs), every sequence found, and in
+    /// id mode every run of lines (also one without a configured input), with where it
+    /// starts in the text fed since the range or file started.
+    pub fn record_runs(&mut self) {
+        self.runs.get_or_insert_with(Vec::new).clear();
+    }
+
+    /// Moves the runs recorded into `into` (emptied first) and stops recording.
+    pub fn take_runs(&mut self, into: &mut Vec<ParsedRun>) {
+        into.clear();
+        if let Some(runs) = self.runs.take() {
+            *into = runs;
+        }
     }
 
     /// Number of lines of the current file seen so far (including a final line without LF
@@ -280,20 +331,26 @@ impl<T: Element> StreamParser<T> {
             }
             self.check_file_start()?;
         }
+        // Where `data` starts among the bytes fed (for the runs recorded).
+        let mut data_base = self.fed;
+        self.fed += data.len();
         if !self.carry.is_empty() {
             let Some(nl) = memchr(b'\n', data) else {
                 self.carry.extend_from_slice(data);
                 return Ok(());
             };
+            self.buf_base = data_base.wrapping_sub(self.carry.len());
             self.carry.extend_from_slice(&data[..=nl]);
             let line = std::mem::take(&mut self.carry);
             self.process_lines(&line);
             self.carry = line;
             self.carry.clear();
             data = &data[nl + 1..];
+            data_base += nl + 1;
         }
         match memrchr(b'\n', data) {
             Some(last) => {
+                self.buf_base = data_base;
                 self.process_lines(&data[..=last]);
                 self.carry.extend_from_slice(&data[last + 1..]);
             }
@@ -312,6 +369,7 @@ impl<T: Element> StreamParser<T> {
             // The last line is parsed exactly as if it ended with a line feed. (The bytes
             // held back to look for a BOM may already end with one.)
             let mut line = std::mem::take(&mut self.carry);
+            self.buf_base = self.fed.wrapping_sub(line.len());
             if line.last() != Some(&b'\n') {
                 line.push(b'\n');
             }
@@ -444,6 +502,9 @@ impl<T: Element> StreamParser<T> {
             }
         }
         if self.mode == Mode::Lines {
+            if let Some(open) = &mut self.open {
+                open.end = self.buf_base.wrapping_add(line_end + 1);
+            }
             self.end_sequence();
         }
         line_end
@@ -479,7 +540,7 @@ impl<T: Element> StreamParser<T> {
                 let same = matches!(&self.open, Some(o) if o.id.is_some() && o.id == id);
                 if !same {
                     self.end_sequence();
-                    self.begin_sequence(id.unwrap_or(u64::MAX), id, line_no);
+                    self.begin_sequence(id.unwrap_or(u64::MAX), id, line_no, start);
                     if let (Some(open), Some(_), 1..=7) = (&mut self.open, id, digits) {
                         open.id_bytes = low_bytes(word, digits);
                     }
@@ -508,17 +569,18 @@ impl<T: Element> StreamParser<T> {
             Mode::Ids => {
                 if self.open.is_none() {
                     // Unreachable: the first non-blank line of an id-mode file has an id.
-                    self.begin_sequence(u64::MAX, None, line_no);
+                    self.begin_sequence(u64::MAX, None, line_no, start);
                 }
             }
             _ => {
-                self.begin_sequence(self.key_base + line_no - 1, None, line_no);
+                self.begin_sequence(self.key_base + line_no - 1, None, line_no, start);
             }
         }
         content
     }
 
-    fn begin_sequence(&mut self, key: u64, id: Option<u64>, line: u64) {
+    /// Opens a sequence whose first line starts at `start` of the buffer being processed.
+    fn begin_sequence(&mut self, key: u64, id: Option<u64>, line: u64, start: usize) {
         self.open = Some(OpenSequence {
             key,
             id,
@@ -527,7 +589,24 @@ impl<T: Element> StreamParser<T> {
             counted_lines: 0,
             errors: 0,
             first_error: None,
+            start: self.buf_base.wrapping_add(start),
+            end: 0,
         });
+    }
+
+    /// Records the open sequence as a run (while recording) that became output sequence
+    /// `sequence`, if any.
+    fn record_run(&mut self, sequence: Option<u32>) {
+        if let (Some(runs), Some(open)) = (&mut self.runs, &self.open) {
+            runs.push(ParsedRun {
+                start: open.start,
+                end: open.end,
+                line: open.line,
+                key: open.key,
+                is_id: open.id.is_some() && self.mode == Mode::Ids,
+                sequence,
+            });
+        }
     }
 
     /// Records an error of the open sequence at column 1 of `line`.
@@ -545,6 +624,9 @@ impl<T: Element> StreamParser<T> {
     fn end_sequence(&mut self) {
         let Some(open) = &self.open else { return };
         if open.errors == 0 && open.counted_lines == 0 {
+            if self.mode == Mode::Ids {
+                self.record_run(None); // its id still counts as used (SPEC §7.1)
+            }
             self.open = None;
             return; // no configured data: not a sequence
         }
@@ -553,6 +635,13 @@ impl<T: Element> StreamParser<T> {
             if let Some(message) = self.sequence_rule_violation(key, counted_lines) {
                 self.sequence_error(line, message);
             }
+        }
+        if self.runs.is_some() {
+            let sequence = match &self.open {
+                Some(o) if o.first_error.is_none() => Some(self.out.len() as u32),
+                _ => None,
+            };
+            self.record_run(sequence);
         }
         let Some(open) = self.open.take() else { return };
         self.counts.errors += u64::from(open.errors);
