@@ -5,7 +5,9 @@
 //! The scan reads each file in parts with positional reads, on several threads for files
 //! larger than one round of parts (see `segments`); no mmap: a file truncated while it is scanned gives a short
 //! read, not SIGBUS, and scanned pages do not count against the process's memory. Memory is
-//! one part per thread plus 24 bytes per sequence.
+//! one part per thread plus 24 bytes per sequence ([`build_index`]); the threaded engine's
+//! cold start may also keep the sequences of the parts parsed while indexing, up to the
+//! bound it asks for (`build_index_stashed`, module `stash`).
 
 use std::fs::File;
 use std::io;
@@ -23,6 +25,7 @@ use crate::index::join_cache::{cached_match, Side};
 use crate::index::repeats::find_repeats;
 use crate::index::scan::{FileSummary, ScannedSequence};
 use crate::index::segments::SplitScan;
+use crate::index::stash::{StashPiece, StashRequest};
 use crate::index::{
     stderr_warnings, CorpusIndex, IndexError, IndexWarning, IndexedFile, WarningSink,
 };
@@ -135,9 +138,9 @@ pub fn build_index(
     options: &IndexingOptions,
 ) -> Result<OpenedIndex, IndexError> {
     if !config.is_composite() {
-        return build_one(config, options);
+        return build_one(config, options, None).map(|(opened, _)| opened);
     }
-    let mut opened = build_one(&config.deserializer_config(0), options)?;
+    let (mut opened, _) = build_one(&config.deserializer_config(0), options, None)?;
     let mut primary = CorpusIndex::clone(&opened.index);
     // Progress counts the bytes of every deserializer's files, one after the other.
     let mut scanned_before = primary.total_bytes();
@@ -156,7 +159,7 @@ pub fn build_index(
             }),
             ..options.clone()
         };
-        let other = build_one(&own, &own_options)?;
+        let (other, _) = build_one(&own, &own_options, None)?;
         scanned_before += other.index.total_bytes();
         opened.sources.extend(other.sources);
         opened.caches_written += other.caches_written;
@@ -197,8 +200,24 @@ pub fn build_index(
     Ok(opened)
 }
 
-/// Builds the index of one deserializer's files.
-fn build_one(config: &ReaderConfig, options: &IndexingOptions) -> Result<OpenedIndex, IndexError> {
+/// Builds the index of the corpus `config` describes (not a composite reader), parsing
+/// parts of the files it scans as `stash` asks (module `stash`): returns the index, as
+/// [`build_index`] builds it, and the sequences kept parsed.
+pub(crate) fn build_index_stashed(
+    config: &ReaderConfig,
+    options: &IndexingOptions,
+    stash: StashRequest,
+) -> Result<(OpenedIndex, Vec<StashPiece>), IndexError> {
+    debug_assert!(!config.is_composite());
+    build_one(config, options, Some(stash))
+}
+
+/// Builds the index of one deserializer's files, and the sequences kept parsed if `stash`.
+fn build_one(
+    config: &ReaderConfig,
+    options: &IndexingOptions,
+    stash: Option<StashRequest>,
+) -> Result<(OpenedIndex, Vec<StashPiece>), IndexError> {
     let files = expand_file_patterns(&config.files)
         .map_err(|(file, error)| IndexError::Io { file, error })?;
     let fingerprint = IndexFingerprint::of(config);
@@ -212,9 +231,11 @@ fn build_one(config: &ReaderConfig, options: &IndexingOptions) -> Result<OpenedI
             config.skip_sequence_ids,
             options.scan_threads,
             options.scan_block_bytes,
+            stash,
         ),
         scanned_bytes: 0,
     };
+    let mut pieces = Vec::new();
     let mut sources = Vec::new();
     let mut jobs = Vec::new();
     let mut key_base = 0;
@@ -229,6 +250,10 @@ fn build_one(config: &ReaderConfig, options: &IndexingOptions) -> Result<OpenedI
             });
         }
         key_base += indexed.lines;
+        pieces.extend(builder.scan.take_pieces().into_iter().map(|mut piece| {
+            piece.file = number as u32;
+            piece
+        }));
         builder.index.files.push(indexed);
         sources.push(source);
     }
@@ -268,7 +293,7 @@ fn build_one(config: &ReaderConfig, options: &IndexingOptions) -> Result<OpenedI
             }
         }
     }
-    Ok(opened)
+    Ok((opened, pieces))
 }
 
 struct Builder<'a> {

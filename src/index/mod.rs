@@ -2,7 +2,9 @@
 //!
 //! The indexer makes one pass over each data file at memchr speed ([`scan`]), finding sequence
 //! boundaries, keys and sample counts without decoding a value, and groups the sequences of
-//! each file into chunks of about `chunkSizeInBytes` ([`chunking`]). The result, a
+//! each file into chunks of about `chunkSizeInBytes` ([`chunking`]). On the threaded
+//! engine's cold start it can parse the parts it reads instead, deriving the same index
+//! from the parse and keeping the sequences for the loaders (`stash`). The result, a
 //! [`CorpusIndex`], is what the randomizer plans with and what the chunk loader
 //! ([`crate::chunks`]) reads by. With `cacheIndex = true` the index of each file is saved
 //! next to it ([`cache`]) and reused while the file and the indexing options are unchanged.
@@ -20,6 +22,7 @@ mod repeats;
 pub mod scan;
 mod search;
 mod segments;
+pub(crate) mod stash;
 
 use std::fmt;
 use std::io;

@@ -17,6 +17,11 @@
 //! ahead of the join, so that the joining, and what the caller does with the sequences,
 //! overlap the scanning; results that arrive before their turn wait in a small reorder
 //! buffer.
+//!
+//! When the engine asks for it (module `stash`), a helper parses its part instead of
+//! scanning it, while the stash has room: a clean part gives exactly what its scan would
+//! (the tests compare them), and the sequences the engine's loaders would parse again are
+//! kept, in file order, for [`SplitScan::take_pieces`]. A part with any error is scanned.
 
 use crate::sync::channel::{bounded, Receiver, Sender};
 use crate::sync::thread::{self, JoinHandle};
@@ -29,6 +34,7 @@ use memchr::{memchr, memrchr};
 
 use crate::config::InputConfig;
 use crate::index::scan::{FileSummary, OpenRun, ScannedSequence, Scanner, SegmentScan};
+use crate::index::stash::{SegmentParser, StashBudget, StashPiece, StashRequest};
 use crate::index::IndexError;
 use crate::parser::{FatalDataError, KeyMode};
 
@@ -83,6 +89,15 @@ struct Done {
     tail: Vec<u8>,
     /// An emptied list of sequences, when `lines` is `None`.
     spare: Vec<ScannedSequence>,
+    /// The part's sequences kept parsed, when it was parsed rather than scanned (module
+    /// `stash`).
+    piece: Option<StashPiece>,
+}
+
+/// A helper's parser, when the scan parses parts while the stash has room.
+struct HelperParse {
+    parser: Box<dyn SegmentParser>,
+    budget: Arc<StashBudget>,
 }
 
 /// The helper threads, each with its own scanner and read buffer, taking parts from one
@@ -101,19 +116,24 @@ impl Helpers {
         skip_sequence_ids: bool,
         count: usize,
         capacity: usize,
+        stash: Option<&(StashRequest, Arc<StashBudget>)>,
     ) -> Self {
         let (jobs, job_queue) = bounded::<Job>(capacity);
         let (done_queue, done) = bounded::<Done>(capacity);
         let mut threads = Vec::with_capacity(count);
         for _ in 0..count {
             let mut scanner = Scanner::new(inputs, skip_sequence_ids);
+            let mut parse = stash.map(|(request, budget)| HelperParse {
+                parser: (request.parsers)(),
+                budget: Arc::clone(budget),
+            });
             let (job_queue, done_queue) = (job_queue.clone(), done_queue.clone());
             let spawned = thread::Builder::new()
                 .name("ctf-index-scan".to_string())
                 .spawn(move || {
                     let mut buffer = Vec::new();
                     for job in job_queue.iter() {
-                        let done = run_job(&mut scanner, &mut buffer, job);
+                        let done = run_job(&mut scanner, &mut buffer, parse.as_mut(), job);
                         if done_queue.send(done).is_err() {
                             break;
                         }
@@ -142,8 +162,14 @@ impl Drop for Helpers {
     }
 }
 
-/// Reads a part and scans its complete lines.
-fn run_job(scanner: &mut Scanner, buffer: &mut Vec<u8>, job: Job) -> Done {
+/// Reads a part and scans its complete lines (or parses them, with `parse`, while the stash
+/// has room and the part is clean).
+fn run_job(
+    scanner: &mut Scanner,
+    buffer: &mut Vec<u8>,
+    parse: Option<&mut HelperParse>,
+    job: Job,
+) -> Done {
     buffer.resize(job.len, 0);
     let read = read_at_most(&job.file, buffer, job.offset);
     let data = &buffer[..*read.as_ref().unwrap_or(&0)];
@@ -152,19 +178,36 @@ fn run_job(scanner: &mut Scanner, buffer: &mut Vec<u8>, job: Job) -> Done {
         (Some(first), Some(last)) => (first + 1, last + 1),
         _ => (data.len(), data.len()),
     };
-    let lines = (first < last).then(|| {
-        let scan = scanner.scan_segment(
-            job.mode,
-            job.key_base,
-            job.offset + first as u64,
-            &data[first..last],
-        );
-        std::mem::swap(&mut sequences, scanner.ready());
-        Lines {
-            scan,
-            sequences: std::mem::take(&mut sequences),
-            input_lines: scanner.input_lines().to_vec(),
-        }
+    let mut piece = None;
+    let parsed = parse
+        .filter(|p| first < last && p.budget.has_room())
+        .and_then(|p| {
+            let offset = job.offset + first as u64;
+            let (derived, kept) =
+                p.parser
+                    .parse(job.mode, job.key_base, offset, &data[first..last], true)?;
+            piece = kept.filter(|k| p.budget.take(k.heap_bytes));
+            Some(Lines {
+                scan: derived.scan,
+                sequences: derived.sequences,
+                input_lines: derived.input_lines,
+            })
+        });
+    let lines = parsed.or_else(|| {
+        (first < last).then(|| {
+            let scan = scanner.scan_segment(
+                job.mode,
+                job.key_base,
+                job.offset + first as u64,
+                &data[first..last],
+            );
+            std::mem::swap(&mut sequences, scanner.ready());
+            Lines {
+                scan,
+                sequences: std::mem::take(&mut sequences),
+                input_lines: scanner.input_lines().to_vec(),
+            }
+        })
     });
     Done {
         offset: job.offset,
@@ -173,6 +216,7 @@ fn run_job(scanner: &mut Scanner, buffer: &mut Vec<u8>, job: Job) -> Done {
         lines,
         spare: sequences,
         read,
+        piece,
     }
 }
 
@@ -233,6 +277,11 @@ pub(crate) struct SplitScan {
     early: Vec<Done>,
     /// Emptied sequence lists to hand to the helpers.
     spare: Vec<Vec<ScannedSequence>>,
+    /// Whether (and how much) the helpers parse parts while scanning.
+    stash: Option<(StashRequest, Arc<StashBudget>)>,
+    /// The sequences the helpers kept parsed, of the files scanned since the last
+    /// [`take_pieces`](Self::take_pieces), in file order.
+    pieces: Vec<StashPiece>,
 }
 
 /// Where a scan failed.
@@ -260,8 +309,14 @@ impl SplitScan {
         skip_sequence_ids: bool,
         threads: usize,
         part_size: usize,
+        stash: Option<StashRequest>,
     ) -> Self {
         SplitScan {
+            stash: stash.map(|request| {
+                let budget = Arc::new(StashBudget::new(request.max_bytes));
+                (request, budget)
+            }),
+            pieces: Vec::new(),
             main: Scanner::new(inputs, skip_sequence_ids),
             inputs: inputs.to_vec(),
             skip_sequence_ids,
@@ -354,8 +409,13 @@ impl SplitScan {
     fn start_helpers(&mut self) {
         if self.helpers.is_none() {
             let capacity = PARTS_AHEAD_PER_THREAD * self.threads;
-            let helpers =
-                Helpers::start(&self.inputs, self.skip_sequence_ids, self.threads, capacity);
+            let helpers = Helpers::start(
+                &self.inputs,
+                self.skip_sequence_ids,
+                self.threads,
+                capacity,
+                self.stash.as_ref(),
+            );
             self.helpers = Some(helpers);
         }
     }
@@ -455,6 +515,7 @@ impl SplitScan {
                 None => part_done.spare,
             };
             self.spare.push(spare);
+            self.pieces.extend(part_done.piece);
             self.main
                 .feed(&part_done.tail)
                 .map_err(|e| data_error(name, e))?;
@@ -465,6 +526,11 @@ impl SplitScan {
             }
         }
         Ok(read)
+    }
+
+    /// Takes the parsed sequences kept so far (see module `stash`).
+    pub(crate) fn take_pieces(&mut self) -> Vec<StashPiece> {
+        std::mem::take(&mut self.pieces)
     }
 
     fn recycle(&mut self, lines: Option<Lines>, spare: Vec<ScannedSequence>) {
@@ -558,7 +624,7 @@ mod tests {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(text).unwrap();
         let inputs = [InputConfig::dense("a", 1), InputConfig::sparse("b", 9)];
-        let mut scan = SplitScan::new(&inputs, false, threads, part_size);
+        let mut scan = SplitScan::new(&inputs, false, threads, part_size, None);
         let mut out = Vec::new();
         let summary = scan
             .scan_file(&file, text.len() as u64, 10, "t.ctf", &mut |ready, _| {
@@ -567,6 +633,130 @@ mod tests {
             })
             .unwrap();
         (scan, (out, summary))
+    }
+
+    /// The scan of `text` parsing its parts (`split_scan` does the same with the scan's
+    /// parts): what it found, and the sequences it kept.
+    fn stashed_with(
+        text: &[u8],
+        threads: usize,
+        part_size: usize,
+        skip_sequence_ids: bool,
+    ) -> ((Vec<ScannedSequence>, FileSummary), Vec<StashPiece>) {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(text).unwrap();
+        let inputs = [InputConfig::dense("a", 1), InputConfig::sparse("b", 9)];
+        let options = crate::parser::StreamOptions {
+            skip_sequence_ids,
+            frame_mode: false,
+        };
+        let request = StashRequest::for_inputs::<f32>(&inputs, options, u64::MAX);
+        let mut scan = SplitScan::new(
+            &inputs,
+            skip_sequence_ids,
+            threads,
+            part_size,
+            Some(request),
+        );
+        let mut out = Vec::new();
+        let summary = scan
+            .scan_file(&file, text.len() as u64, 10, "t.ctf", &mut |ready, _| {
+                out.append(ready);
+                Ok(())
+            })
+            .unwrap();
+        ((out, summary), scan.take_pieces())
+    }
+
+    /// Checks that parsing parts gives the one-thread scan of `text`, and that every piece
+    /// kept holds what parsing its text on its own gives; returns the pieces kept.
+    fn check_stashed(text: &[u8], threads: usize, part_size: usize, skip_ids: bool) -> usize {
+        let inputs = [InputConfig::dense("a", 1), InputConfig::sparse("b", 9)];
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(text).unwrap();
+        let mut plain = SplitScan::new(&inputs, skip_ids, 1, 1 << 20, None);
+        let mut expected = Vec::new();
+        let summary = plain
+            .scan_file(&file, text.len() as u64, 10, "t.ctf", &mut |ready, _| {
+                expected.append(ready);
+                Ok(())
+            })
+            .unwrap();
+        let (found, pieces) = stashed_with(text, threads, part_size, skip_ids);
+        let context = format!("{threads} threads, part {part_size}");
+        assert_eq!(found, (expected, summary.clone()), "{context}");
+        let options = crate::parser::StreamOptions {
+            skip_sequence_ids: skip_ids,
+            frame_mode: false,
+        };
+        for piece in &pieces {
+            let mut parser = crate::parser::StreamParser::<f32>::new(&inputs, options);
+            // The piece's own line numbering: its first line is `first_line`.
+            parser.start_range(summary.mode, piece.first_line, 10, Vec::new());
+            parser
+                .feed(&text[piece.start as usize..piece.end as usize])
+                .unwrap();
+            parser.finish_file().unwrap();
+            let parsed = piece
+                .parsed
+                .downcast_ref::<crate::parser::ParsedSequences<f32>>()
+                .unwrap();
+            assert_eq!(
+                parsed,
+                parser.sequences(),
+                "{context}, piece at {}",
+                piece.start
+            );
+            assert!(parser.diagnostics().is_empty());
+        }
+        pieces.len()
+    }
+
+    #[test]
+    fn parsed_parts_give_the_scan_and_keep_what_a_loader_parses() {
+        // Id mode: runs across seams, id-less lines, comments, blank lines, a run without a
+        // configured input, blank and comment lines between runs, ids written 07 and 7, CRLF
+        // line ends.
+        let ids =
+            b"1 |a 1 |b 2:1\n1 |b 1:1 |a 2\n |a 2 |b 3:1\n2 |a 3 |b 0:1\n2 |# c\n |a 1 |b 0:1\n\
+                    3 |a 4 |b 1:1\n\n3 |a 5 |b 2:2\n4 |x 1\n5 |a 6 |b 1:1\n07 |a 7 |b 1:1\n\
+                    7 |a 1 |b 1:1\n\n |# between runs\n8 |a 8 |b 1:1\r\n8 |a 9 |b 2:1\r\n\
+                    9 |a 1 |b 3:2\n10 |a 2 |b 1:1\n\n";
+        // Line mode: blank and comment lines, lines of unconfigured inputs only.
+        let lines = b"|a 1 |b 2:1\n|b 2:1 |a 2\n\n|# c\n|x 1\n|a 3 |b 1:1\n|a 4 |b 0:2\n\
+                      |a 5 |b 1:1\n|a 6 |b 1:1\n|a 7 |b 1:1\n";
+        for (text, skip_ids) in [(&ids[..], false), (&lines[..], false), (&ids[..], true)] {
+            let mut kept = 0;
+            for threads in [2, 3] {
+                for part in 1..text.len() + 1 {
+                    kept += check_stashed(text, threads, part, skip_ids);
+                }
+            }
+            assert!(
+                kept > 0,
+                "some pieces are kept (skip {skip_ids}: {})",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
+    #[test]
+    fn parts_with_errors_are_scanned() {
+        // Junk before the first |, a missing value, an id repeated later: the parts holding
+        // them are scanned (and nothing of them kept), the others parsed.
+        let mut text = Vec::new();
+        for k in 0..400u32 {
+            let line = match k {
+                57 => format!("{} junk |a 1\n", k / 4),
+                130 => format!("{} |b 1:\n", k / 4),
+                300 => "3 |a 1 |b 1:1\n".to_string(),
+                _ => format!("{} |a {k} |b {}:1\n", k / 4, k % 9),
+            };
+            text.extend_from_slice(line.as_bytes());
+        }
+        for part in [97, 256, 1000, 3000] {
+            assert!(check_stashed(&text, 2, part, false) > 0);
+        }
     }
 
     #[test]
