@@ -113,6 +113,10 @@ pub struct SourceCounters {
     /// sequence by sequence, for the sequences whose parts were not loaded yet (so that it
     /// need not wait for them); their parts are read whole too, in `bytes_read`.
     pub quick_bytes_read: u64,
+    /// Parts the threaded engine took from the sequences parsed while indexing (on a cold
+    /// start; see `index::stash`) instead of reading and parsing them; counted in
+    /// `bytes_read` and `chunks_loaded` too, as their text was read.
+    pub parts_parsed_while_indexing: u64,
     /// Chunk requests served from memory.
     pub cache_hits: u64,
     /// Chunk requests that had to load the chunk.

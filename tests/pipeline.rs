@@ -338,6 +338,7 @@ fn a_memory_budget_bounds_the_cache_and_keeps_the_minibatches() {
             prefetch: 2,
             part_bytes: 200,
             memory_budget: budget,
+            parse_while_indexing: true,
         };
         let mut t = MinibatchSource::with_options(&cfg, sweeps(2), quiet(), options).unwrap();
         let mut got = Vec::new();
@@ -425,6 +426,7 @@ fn errors_and_warnings_are_reported_once_by_their_carrier_at_any_part_size() {
             prefetch: 2,
             part_bytes,
             memory_budget: None,
+            parse_while_indexing: true,
         };
         let mut t = MinibatchSource::with_options(&cfg, sweeps(3), logging(&log), options).unwrap();
         assert_eq!(drain(&mut t, 1), want, "parts of {part_bytes} bytes");
@@ -498,7 +500,16 @@ fn the_first_minibatch_reads_at_most_4_mib_itself() {
                 Ok(())
             })),
         );
-        let mut t = engine(&cfg, sweeps(1), 2, 2, 2, 64 << 10);
+        // Without parsing while indexing, which would have every part ready at the start.
+        let options = PipelineOptions {
+            loader_threads: 2,
+            packer_threads: 2,
+            prefetch: 2,
+            part_bytes: 64 << 10,
+            memory_budget: None,
+            parse_while_indexing: false,
+        };
+        let mut t = MinibatchSource::with_options(&cfg, sweeps(1), quiet(), options).unwrap();
         let got = drain(&mut t, size);
         set_read_fault(Path::new(&file), None);
         assert_eq!(got, want, "minibatches of {size}");
@@ -653,4 +664,91 @@ fn a_packer_takes_each_part_from_the_cache_once_per_batch_of_minibatches() {
         "{takes} takes for {} minibatches",
         counters.minibatches
     );
+}
+
+/// A corpus of about 1.2 MB in id mode (`ids`) or line mode, with what the parse while
+/// indexing must leave to the loaders: invalid sequences, a repeated id, comment and blank
+/// lines, runs without a configured input.
+fn write_varied_corpus(dir: &Path, ids: bool) -> String {
+    let mut text = String::new();
+    // Errors in two places only: a part with one is scanned, not parsed.
+    for n in 0..if ids { 24_000 } else { 72_000u64 } {
+        let id = match n {
+            9_001 => 17, // a repeat of an earlier id
+            _ => n,
+        };
+        let prefix = if ids { format!("{id} ") } else { String::new() };
+        match (n, n % 997) {
+            (500 | 23_500, _) => text.push_str(&format!("{prefix}|x oops 1 |y 0:1\n")),
+            (_, 14) => text.push_str(&format!("{prefix}|z 5\n")),
+            (_, 15) => text.push_str("|# a comment line\n\n"),
+            _ => {
+                for t in 0..1 + n % 4 * u64::from(ids) {
+                    text.push_str(&format!(
+                        "{prefix}|x {n} {t} |y {}:{}\n",
+                        (n + t) % 7,
+                        t + 1
+                    ));
+                }
+            }
+        }
+    }
+    let path = dir.join(if ids { "ids.ctf" } else { "lines.ctf" });
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// On a cold start with a window covering the corpus, the index build parses the parts it
+/// scans, and the loaders take the sequences it kept instead of parsing them again: the
+/// minibatches and the diagnostics are the reference's at any thread count.
+#[test]
+fn parts_parsed_while_indexing_give_the_reference_minibatches() {
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    for ids in [true, false] {
+        let file = write_varied_corpus(dir.path(), ids);
+        let mut cfg = config(&file);
+        // Chunks smaller than the scan's parts (what a part parsed holds of each chunk is
+        // a part of its own), and 128 of them in the window: the whole corpus.
+        cfg.chunk_size_in_bytes = 64 << 10;
+        cfg.randomization_window = None;
+        cfg.max_errors = 1000;
+        cfg.trace_level = 1;
+        type Log = Arc<Mutex<Vec<(u64, String)>>>;
+        let logging = |log: &Log| -> DiagnosticSink {
+            let log = Arc::clone(log);
+            Box::new(move |_, d| log.lock().unwrap().push((d.line, d.message.clone())))
+        };
+        let reference_log: Log = Arc::default();
+        let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(2), logging(&reference_log)).unwrap();
+        let want: Vec<_> =
+            std::iter::from_fn(|| r.next_minibatch(64).unwrap().map(|m| m.into_inner())).collect();
+        let reported = reference_log.lock().unwrap().clone();
+        assert!(reported.len() >= 2, "{} diagnostics", reported.len());
+        for loaders in [1, 2, 3] {
+            let log: Log = Arc::default();
+            let options = PipelineOptions {
+                loader_threads: loaders,
+                packer_threads: 2,
+                prefetch: 2,
+                part_bytes: 64 << 10,
+                memory_budget: None,
+                parse_while_indexing: true,
+            };
+            let mut t =
+                MinibatchSource::with_options(&cfg, sweeps(2), logging(&log), options).unwrap();
+            let context = format!("ids {ids}, {loaders} loaders");
+            assert_eq!(drain(&mut t, 64), want, "{context}");
+            assert_eq!(*log.lock().unwrap(), reported, "{context}");
+            let counters = t.counters();
+            if loaders > 1 {
+                assert!(
+                    counters.parts_parsed_while_indexing > 6,
+                    "{context}: {counters:?}"
+                );
+            } else {
+                assert_eq!(counters.parts_parsed_while_indexing, 0, "{context}");
+            }
+        }
+    }
 }

@@ -6,7 +6,9 @@
 //! recorded, and it checks that the parsed sequences are exactly the ones the index expects:
 //! a file that was truncated, extended, replaced or rewritten gives
 //! [`LoadError::Changed`], never garbage values. No mmap is involved, so a file truncated
-//! under the reader cannot raise SIGBUS.
+//! under the reader cannot raise SIGBUS. A part whose sequences were parsed while indexing
+//! (the threaded engine's cold start) is taken from that parse instead of read
+//! ([`ChunkLoader::adopt_part`]), after the same check against the index.
 //!
 //! For a composite reader, each part of the primary deserializer is joined with the
 //! sequences of the same keys in the other deserializers as it is loaded (module `join`), so the
@@ -328,6 +330,62 @@ impl<T: Element> ChunkLoader<T> {
             }
         }
         self.verify(chunk, into).map_err(changed)
+    }
+
+    /// Takes `sequences`, parsed while indexing from the text of the sequences `part` of
+    /// chunk `chunk` (module `index::stash`), as that part's load into `into`, instead of
+    /// reading and parsing the part. The parse numbered lines from the start of the scan's
+    /// part: its lines (and line-mode keys) are shifted to the file's, by the first sequence
+    /// with samples (the first parsed), and checked against the index as a load's are.
+    /// False, with `into` to be loaded again, if they do not match.
+    pub fn adopt_part(
+        &mut self,
+        chunk: u32,
+        part: std::ops::Range<u32>,
+        sequences: ParsedSequences<T>,
+        into: &mut ParsedChunk<T>,
+    ) -> bool {
+        let index = Arc::clone(&self.index);
+        let c = index.chunk(chunk);
+        let entries = index.chunk_sequences(chunk);
+        if self.joiner.is_some() || part.start >= part.end || part.end as usize > entries.len() {
+            return false;
+        }
+        let first = &entries[part.start as usize];
+        let Some(carrier) = entries[part.start as usize..part.end as usize]
+            .iter()
+            .find(|e| e.samples > 0)
+        else {
+            return false;
+        };
+        let Some(parsed_line) = sequences.sequences.first().map(|s| s.line) else {
+            return false;
+        };
+        let shift = (c.first_line + u64::from(carrier.line)).wrapping_sub(parsed_line);
+        let line_mode = index.files[c.file as usize].mode == crate::parser::KeyMode::Lines;
+        into.sequences = sequences;
+        for seq in &mut into.sequences.sequences {
+            seq.line = seq.line.wrapping_add(shift);
+            if line_mode {
+                seq.key = seq.key.wrapping_add(shift);
+            }
+        }
+        into.invalid.clear();
+        into.diagnostics.clear();
+        into.chunk = chunk;
+        into.part = part.clone();
+        if self.verify(chunk, into).is_err() {
+            return false;
+        }
+        let from = u64::from(first.offset) * u64::from(part.start > 0);
+        let to = entries
+            .get(part.end as usize)
+            .map_or(u64::from(c.len), |next| u64::from(next.offset));
+        self.counters.bytes_read += to - from;
+        if part.end as usize == entries.len() {
+            self.counters.chunks_loaded += 1;
+        }
+        true
     }
 
     /// Defers the checks that a file is still the one indexed, made before and after every

@@ -16,6 +16,10 @@
 //! the packers (their prepared minibatches are dropped) and starts new ones at the position
 //! after the last minibatch handed out; the loaders and the cache stay.
 //!
+//! On a cold start the index build may parse the parts it reads (see
+//! [`PipelineOptions::parse_while_indexing`]): a part that such a parse holds whole is taken
+//! from it by its first load instead of read and parsed, and is the same part either way.
+//!
 //! Every channel is bounded: loads (the cache's capacity in parts), the routes (every batch
 //! that can be queued, packed or delivered), and per packer its batches of planned
 //! minibatches and its deliveries (`prefetch` each). Shutdown: dropping the engine drops the
@@ -32,10 +36,11 @@ use std::time::{Duration, Instant};
 
 use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::{ReaderConfig, WindowSize};
-use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
+use crate::index::build::{build_index, build_index_stashed, IndexingOptions, OpenedIndex};
+use crate::index::stash::{StashPiece, StashRequest};
 use crate::index::{CorpusIndex, JoinedIndex, NO_MATCH};
 use crate::minibatch::{MinibatchPool, PooledMinibatch};
-use crate::parser::Element;
+use crate::parser::{Element, ParsedSequences};
 use crate::pipeline::cache::{ChunkCache, Request};
 use crate::reader::DiagnosticSink;
 use crate::source::{
@@ -80,6 +85,15 @@ pub struct PipelineOptions {
     /// packed are never evicted, so a budget smaller than they need is exceeded by them; a
     /// budget smaller than the window and look-ahead makes parts be read again.
     pub memory_budget: Option<u64>,
+    /// On a cold start (no valid index cache), parse the parts the index scan reads and keep
+    /// their sequences for the loaders, which then need not read and parse them again
+    /// (default true; see `index::stash`). Only when every part will be loaded in the first
+    /// sweep within the window's memory (one deserializer read whole, randomized with a
+    /// window of chunks covering the corpus, no memory budget), up to [`STASH_BYTES`] of
+    /// parsed sequences. The output is the same either way; with it, a cold start reads
+    /// faster but its first minibatch comes after the whole corpus is parsed, not just
+    /// scanned.
+    pub parse_while_indexing: bool,
 }
 
 impl Default for PipelineOptions {
@@ -92,6 +106,7 @@ impl Default for PipelineOptions {
             prefetch: 2,
             part_bytes: PART_BYTES,
             memory_budget: None,
+            parse_while_indexing: true,
         }
     }
 }
@@ -175,33 +190,159 @@ struct Parts {
     parts: Vec<(u32, std::ops::Range<u32>)>,
     /// Per chunk: its parts (ids).
     of_chunk: Vec<std::ops::Range<u32>>,
+    /// Per part: the stash piece parsed while indexing that holds it, and which of the
+    /// piece's sequences are the part's; [`NO_PIECE`] for a part to read and parse.
+    piece_of: Vec<(u32, std::ops::Range<u32>)>,
+}
+
+/// [`Parts::piece_of`] of a part that has no stash piece.
+const NO_PIECE: u32 = u32::MAX;
+
+/// The sequences of a chunk a stash piece holds, as a part: the chunk's sequences, and the
+/// piece's.
+struct Adopted {
+    within_chunk: std::ops::Range<u32>,
+    piece: u32,
+    within_piece: std::ops::Range<u32>,
+}
+
+/// The index ordinal of the sequence of file `file` that starts at byte `offset`, if one
+/// does.
+fn ordinal_at(index: &CorpusIndex, file: u32, offset: u64) -> Option<u32> {
+    let chunks = index.files[file as usize].chunks.clone();
+    let in_file = &index.chunks[chunks.start as usize..chunks.end as usize];
+    let k = chunks.start + in_file.partition_point(|c| c.end() <= offset) as u32;
+    let c = index.chunks.get(k as usize)?;
+    let within = u32::try_from(offset.checked_sub(c.start)?).ok()?;
+    let entries = index.chunk_sequences(k);
+    let i = entries.partition_point(|e| e.offset < within);
+    (entries.get(i)?.offset == within).then_some(c.sequences.start + i as u32)
 }
 
 impl Parts {
-    fn new(index: &CorpusIndex, part_bytes: u64) -> Self {
+    /// Cuts every chunk into parts of about `part_bytes`, and makes what each of `pieces`
+    /// (the sequences parsed while indexing, in file order) holds of a chunk a part of its
+    /// own where it can be one (see [`Parts::adoptable`]).
+    fn new(index: &CorpusIndex, part_bytes: u64, pieces: &[StashPiece]) -> Self {
         let mut parts = Vec::new();
+        let mut piece_of = Vec::new();
         let mut of_chunk = Vec::with_capacity(index.chunks.len());
+        let mut next_piece = 0;
         for chunk in 0..index.chunks.len() as u32 {
             let first_part = parts.len() as u32;
+            let c = index.chunk(chunk);
             let entries = index.chunk_sequences(chunk);
             // Cut only after a sequence with samples that is not the chunk's last one, so
             // that sequences without samples stay with the sequence carrying their errors
             // (the next with samples, or the last; see `source::Notes`).
             let last_carrier = entries.iter().rposition(|e| e.samples > 0);
+            let may_cut_after =
+                |i: usize| entries[i].samples > 0 && last_carrier.is_some_and(|last| i < last);
+            // What the pieces overlapping the chunk hold of it. A piece going on past the
+            // chunk's end is left for the next chunk too.
+            let mut adopted = Vec::new();
+            while let Some(piece) = pieces.get(next_piece) {
+                if (piece.file, piece.start) >= (c.file, c.end()) {
+                    break;
+                }
+                if let Some(a) = Self::adoptable(index, chunk, piece, &may_cut_after) {
+                    adopted.push(Adopted {
+                        piece: next_piece as u32,
+                        ..a
+                    });
+                }
+                if (piece.file, piece.end) > (c.file, c.end()) {
+                    break;
+                }
+                next_piece += 1;
+            }
+            let mut adopted = adopted.into_iter().peekable();
             let mut start = 0usize;
             let mut bytes = 0u64;
-            for (i, entry) in entries.iter().enumerate() {
-                bytes += u64::from(entry.len);
-                let may_cut = entry.samples > 0 && last_carrier.is_some_and(|last| i < last);
-                if (bytes >= part_bytes && may_cut) || i + 1 == entries.len() {
-                    parts.push((chunk, start as u32..(i + 1) as u32));
-                    start = i + 1;
-                    bytes = 0;
+            let mut i = 0;
+            while i < entries.len() {
+                if let Some(a) = adopted.next_if(|a| a.within_chunk.start as usize == i) {
+                    if start < i {
+                        parts.push((chunk, start as u32..i as u32));
+                        piece_of.push((NO_PIECE, 0..0));
+                    }
+                    i = a.within_chunk.end as usize;
+                    parts.push((chunk, a.within_chunk));
+                    piece_of.push((a.piece, a.within_piece));
+                    (start, bytes) = (i, 0);
+                    continue;
                 }
+                bytes += u64::from(entries[i].len);
+                if (bytes >= part_bytes && may_cut_after(i)) || i + 1 == entries.len() {
+                    parts.push((chunk, start as u32..(i + 1) as u32));
+                    piece_of.push((NO_PIECE, 0..0));
+                    (start, bytes) = (i + 1, 0);
+                }
+                i += 1;
             }
             of_chunk.push(first_part..parts.len() as u32);
         }
-        Parts { parts, of_chunk }
+        Parts {
+            parts,
+            of_chunk,
+            piece_of,
+        }
+    }
+
+    /// The sequences of `chunk` that `piece` holds, if a part can be exactly them: the text
+    /// the piece and the chunk share begins and ends at sequences (or at the chunk's ends),
+    /// parts may be cut before and after them, and none of them has a repeated id (the parse
+    /// while indexing did not know the repeats). Their place among the piece's parsed
+    /// sequences: every sequence with samples of a piece (which has no invalid sequence)
+    /// was parsed, and none without.
+    fn adoptable(
+        index: &CorpusIndex,
+        chunk: u32,
+        piece: &StashPiece,
+        may_cut_after: &dyn Fn(usize) -> bool,
+    ) -> Option<Adopted> {
+        let c = index.chunk(chunk);
+        let entries = index.chunk_sequences(chunk);
+        let (from, to) = (piece.start.max(c.start), piece.end.min(c.end()));
+        if piece.file != c.file || from >= to {
+            return None;
+        }
+        let at = |offset: u64| -> Option<usize> {
+            let within = u32::try_from(offset - c.start).ok()?;
+            let i = entries.partition_point(|e| e.offset < within);
+            match entries.get(i) {
+                Some(e) if e.offset == within => Some(i),
+                None if offset == c.end() => Some(entries.len()),
+                _ => None,
+            }
+        };
+        let (first, end) = (at(from)?, at(to)?);
+        let cuts = (first == 0 || may_cut_after(first - 1))
+            && (end == entries.len() || may_cut_after(end - 1));
+        let ordinals = c.sequences.start + first as u32..c.sequences.start + end as u32;
+        let repeats = index.repeated.partition_point(|&o| o < ordinals.start)
+            != index.repeated.partition_point(|&o| o < ordinals.end);
+        if first >= end || !cuts || repeats {
+            return None;
+        }
+        // The piece's sequences before the part: those with samples from its start.
+        let counted = |range: std::ops::Range<u32>| -> u32 {
+            index.sequences[range.start as usize..range.end as usize]
+                .iter()
+                .filter(|e| e.samples > 0)
+                .count() as u32
+        };
+        let piece_first = if piece.start < c.start {
+            ordinal_at(index, c.file, piece.start)?
+        } else {
+            ordinals.start
+        };
+        let before = counted(piece_first..ordinals.start);
+        Some(Adopted {
+            within_chunk: first as u32..end as u32,
+            piece: 0,
+            within_piece: before..before + counted(ordinals),
+        })
     }
 
     /// The part holding the sequence of index ordinal `ordinal`.
@@ -243,6 +384,48 @@ struct Shared<T> {
     /// [`head_start`]): the window's, or 0 under a memory budget. An order that is not
     /// randomized has no first window to ask for.
     head_start_chunks: usize,
+    /// The sequences parsed while indexing, by piece ([`Parts::piece_of`]): each dropped
+    /// once the first loads of its parts have taken their sequences.
+    stash: Mutex<Vec<StashSlot>>,
+    /// Parts loaded from [`Shared::stash`].
+    parts_from_stash: AtomicU64,
+}
+
+/// A piece of the stash and how many parts have yet to take their sequences from it.
+struct StashSlot {
+    piece: Option<Arc<StashPiece>>,
+    parts_left: u32,
+}
+
+/// Most bytes of parsed sequences the index build keeps for the loaders on a cold start
+/// (module `index::stash`); the rest of a larger corpus is scanned only, and parsed when
+/// its parts are loaded.
+pub const STASH_BYTES: u64 = 256 << 20;
+
+/// Whether the index build should parse while it scans, keeping the sequences for the
+/// loaders: when every part will be loaded in the first sweep, soon, and within the
+/// window's memory. So only for one deserializer read whole (not a worker of several),
+/// randomized with a window of chunks covering the corpus, without a memory budget.
+fn wants_stash(config: &ReaderConfig, options: &PipelineOptions) -> bool {
+    if !options.parse_while_indexing
+        || config.is_composite()
+        || !config.randomize
+        || config.num_data_partitions > 1
+        || options.memory_budget.is_some()
+    {
+        return false;
+    }
+    let WindowSize::Chunks(window) = config.window() else {
+        return false;
+    };
+    let Ok(files) = crate::index::expand_file_patterns(&config.files) else {
+        return false;
+    };
+    let text: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(&f.path).map_or(u64::MAX, |m| m.len()))
+        .fold(0, u64::saturating_add);
+    window.max(1).saturating_mul(config.chunk_size_in_bytes) >= text
 }
 
 /// [`PipelineOptions::memory_budget`], and what it must leave to other than the cache.
@@ -366,8 +549,20 @@ impl<T: Element> MinibatchSource<T> {
         sink: DiagnosticSink,
         options: PipelineOptions,
     ) -> Result<Self, SourceError> {
-        let opened = build_index(config, &IndexingOptions::for_config(config))
-            .map_err(SourceError::Index)?;
+        // The scan runs on as many threads as the loaders (the index does not depend on it).
+        let indexing = IndexingOptions {
+            scan_threads: options
+                .loader_threads
+                .clamp(1, crate::index::build::MAX_SCAN_THREADS),
+            ..IndexingOptions::for_config(config)
+        };
+        let (opened, pieces) = if wants_stash(config, &options) {
+            let request = StashRequest::new::<T>(config, STASH_BYTES);
+            build_index_stashed(config, &indexing, request)
+        } else {
+            build_index(config, &indexing).map(|opened| (opened, Vec::new()))
+        }
+        .map_err(SourceError::Index)?;
         let index = Arc::clone(&opened.index);
         // What Timeline::new checks, without planning a sweep (the packer does that).
         let sweep_samples = index.total_samples();
@@ -392,7 +587,22 @@ impl<T: Element> MinibatchSource<T> {
         let ahead_chunks = (2 * loader_threads as u64 * part_bytes)
             .div_ceil(chunk_bytes)
             .clamp(1, chunks as u64) as usize;
-        let parts = Parts::new(&index, part_size);
+        let parts = Parts::new(&index, part_size, &pieces);
+        // Only the pieces that became parts are kept, each until its parts took it.
+        let mut parts_of_piece = vec![0u32; pieces.len()];
+        for (piece, _) in &parts.piece_of {
+            if *piece != NO_PIECE {
+                parts_of_piece[*piece as usize] += 1;
+            }
+        }
+        let stash: Vec<StashSlot> = pieces
+            .into_iter()
+            .zip(parts_of_piece)
+            .map(|(piece, parts_left)| StashSlot {
+                piece: (parts_left > 0).then(|| Arc::new(piece)),
+                parts_left,
+            })
+            .collect();
         let parts_per_chunk = parts
             .of_chunk
             .iter()
@@ -428,6 +638,8 @@ impl<T: Element> MinibatchSource<T> {
                 Some(_) => 0,
             },
             charging: Mutex::new(Charging::new(config, sink)),
+            stash: Mutex::new(stash),
+            parts_from_stash: AtomicU64::new(0),
             chunks_loaded: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             quick_bytes_read: AtomicU64::new(0),
@@ -656,6 +868,7 @@ impl<T: Element> MinibatchSource<T> {
             chunks_loaded: self.shared.chunks_loaded.load(Ordering::Relaxed),
             bytes_read: self.shared.bytes_read.load(Ordering::Relaxed),
             quick_bytes_read: self.shared.quick_bytes_read.load(Ordering::Relaxed),
+            parts_parsed_while_indexing: self.shared.parts_from_stash.load(Ordering::Relaxed),
             cache_hits: cache.hits,
             cache_misses: cache.misses,
             cache_bytes: self.shared.cache.bytes() as u64,
@@ -833,8 +1046,20 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
         let (chunk, sequences) = shared.parts.parts[part as usize].clone();
         let before = loader.counters();
         let started = Instant::now();
+        let piece = take_piece(shared, part);
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut parsed = ParsedChunk::new(&shared.config.inputs);
+            let adopted = piece
+                .and_then(|(piece, within)| {
+                    sequences_of_piece::<T>(&shared.config.inputs, piece, within)
+                })
+                .is_some_and(|stashed| {
+                    loader.adopt_part(chunk, sequences.clone(), stashed, &mut parsed)
+                });
+            if adopted {
+                shared.parts_from_stash.fetch_add(1, Ordering::Relaxed);
+                return Ok(LoadedChunk::new(&shared.index, parsed));
+            }
             loader
                 .load_part(chunk, sequences, &mut parsed)
                 .map(|()| LoadedChunk::new(&shared.index, parsed))
@@ -864,6 +1089,60 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
         };
         shared.cache.insert(part, loaded, bytes);
     }
+}
+
+/// The stash piece parsed while indexing that holds `part`, if any, and which of its
+/// sequences are the part's. The piece leaves the stash once its last part has taken it.
+fn take_piece<T>(shared: &Shared<T>, part: u32) -> Option<(Arc<StashPiece>, std::ops::Range<u32>)> {
+    let (piece, within) = shared.parts.piece_of[part as usize].clone();
+    if piece == NO_PIECE {
+        return None;
+    }
+    let mut stash = shared.stash.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = stash.get_mut(piece as usize)?;
+    let taken = if slot.parts_left <= 1 {
+        slot.piece.take()
+    } else {
+        slot.piece.clone()
+    };
+    slot.parts_left = slot.parts_left.saturating_sub(1);
+    taken.map(|p| (p, within))
+}
+
+/// The sequences `within` of `piece`: the piece's own when they are all of it and no other
+/// part needs it, else a copy.
+fn sequences_of_piece<T: Element>(
+    inputs: &[crate::config::InputConfig],
+    piece: Arc<StashPiece>,
+    within: std::ops::Range<u32>,
+) -> Option<ParsedSequences<T>> {
+    let whole = |p: &ParsedSequences<T>| within.start == 0 && within.end as usize == p.len();
+    match Arc::try_unwrap(piece) {
+        Ok(owned) => {
+            let parsed = owned.parsed.downcast::<ParsedSequences<T>>().ok()?;
+            if whole(&parsed) {
+                return Some(*parsed);
+            }
+            copy_range(inputs, &parsed, within)
+        }
+        Err(shared) => copy_range(
+            inputs,
+            shared.parsed.downcast_ref::<ParsedSequences<T>>()?,
+            within,
+        ),
+    }
+}
+
+/// A copy of the sequences `range` of `parsed`.
+fn copy_range<T: Element>(
+    inputs: &[crate::config::InputConfig],
+    parsed: &ParsedSequences<T>,
+    range: std::ops::Range<u32>,
+) -> Option<ParsedSequences<T>> {
+    let mut copy = ParsedSequences::new(inputs);
+    copy.append_range(parsed, range.start as usize..range.end as usize)
+        .ok()?;
+    Some(copy)
 }
 
 /// One minibatch as the planner chose it, for the packer.
@@ -1573,6 +1852,7 @@ mod tests {
             prefetch: 1,
             part_bytes: 1,
             memory_budget: None,
+            parse_while_indexing: true,
         };
         let source = MinibatchSource::<f32>::with_options(
             &config,
@@ -1623,7 +1903,7 @@ mod tests {
         let index = build_index(&config, &indexing).unwrap().index;
         let (mut with_notes, mut before, mut after) = (0, 0, 0);
         for part_bytes in [1, 20, 45, 1 << 20] {
-            let parts = Parts::new(&index, part_bytes);
+            let parts = Parts::new(&index, part_bytes, &[]);
             let mut loader = ChunkLoader::<f32>::new(Arc::clone(&index), &config);
             for (part, (chunk, bounds)) in parts.parts.iter().enumerate() {
                 let mut parsed = ParsedChunk::new(&config.inputs);

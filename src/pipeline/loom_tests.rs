@@ -98,6 +98,7 @@ fn options() -> PipelineOptions {
         prefetch: 1,
         part_bytes: 1,
         memory_budget: None,
+        parse_while_indexing: true,
     }
 }
 

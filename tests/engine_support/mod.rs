@@ -33,6 +33,7 @@ pub fn engine(
         prefetch,
         part_bytes,
         memory_budget: None,
+        parse_while_indexing: true,
     };
     MinibatchSource::with_options(cfg, limits, Box::new(|_, _| {}), options).unwrap()
 }

@@ -163,6 +163,10 @@ fn read<T: Element>(
         eprintln!("chunks loaded: {}", counters.chunks_loaded);
         eprintln!("bytes read: {}", counters.bytes_read);
         eprintln!("quick bytes read: {}", counters.quick_bytes_read);
+        eprintln!(
+            "parts parsed while indexing: {}",
+            counters.parts_parsed_while_indexing
+        );
         eprintln!("cache hits: {}", counters.cache_hits);
         eprintln!("cache misses: {}", counters.cache_misses);
         eprintln!("cache bytes: {}", counters.cache_bytes);
