@@ -386,9 +386,16 @@ struct Shared<T> {
     head_start_chunks: usize,
     /// The sequences parsed while indexing, by piece ([`Parts::piece_of`]): each dropped
     /// once the first loads of its parts have taken their sequences.
-    stash: Mutex<Vec<StashSlot>>,
+    stash: Mutex<Stash>,
     /// Parts loaded from [`Shared::stash`].
     parts_from_stash: AtomicU64,
+}
+
+/// The pieces parsed while indexing, until their parts have taken them.
+struct Stash {
+    slots: Vec<StashSlot>,
+    /// Per part: whether its first load took (or tried) its piece.
+    taken: Vec<bool>,
 }
 
 /// A piece of the stash and how many parts have yet to take their sequences from it.
@@ -603,6 +610,7 @@ impl<T: Element> MinibatchSource<T> {
                 parts_left,
             })
             .collect();
+        let parts_count = parts.parts.len();
         let parts_per_chunk = parts
             .of_chunk
             .iter()
@@ -638,7 +646,10 @@ impl<T: Element> MinibatchSource<T> {
                 Some(_) => 0,
             },
             charging: Mutex::new(Charging::new(config, sink)),
-            stash: Mutex::new(stash),
+            stash: Mutex::new(Stash {
+                slots: stash,
+                taken: vec![false; parts_count],
+            }),
             parts_from_stash: AtomicU64::new(0),
             chunks_loaded: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
@@ -1099,7 +1110,11 @@ fn take_piece<T>(shared: &Shared<T>, part: u32) -> Option<(Arc<StashPiece>, std:
         return None;
     }
     let mut stash = shared.stash.lock().unwrap_or_else(|e| e.into_inner());
-    let slot = stash.get_mut(piece as usize)?;
+    // Only a part's first load takes from the piece (a part evicted and loaded again reads).
+    if std::mem::replace(stash.taken.get_mut(part as usize)?, true) {
+        return None;
+    }
+    let slot = stash.slots.get_mut(piece as usize)?;
     let taken = if slot.parts_left <= 1 {
         slot.piece.take()
     } else {
