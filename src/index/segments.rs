@@ -621,10 +621,21 @@ mod tests {
         threads: usize,
         part_size: usize,
     ) -> (SplitScan, (Vec<ScannedSequence>, FileSummary)) {
+        scan_text(text, threads, part_size, false, None)
+    }
+
+    /// The scan after scanning `text` (parsing its parts as `stash` asks), and what it found.
+    fn scan_text(
+        text: &[u8],
+        threads: usize,
+        part_size: usize,
+        skip_sequence_ids: bool,
+        stash: Option<StashRequest>,
+    ) -> (SplitScan, (Vec<ScannedSequence>, FileSummary)) {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(text).unwrap();
         let inputs = [InputConfig::dense("a", 1), InputConfig::sparse("b", 9)];
-        let mut scan = SplitScan::new(&inputs, false, threads, part_size, None);
+        let mut scan = SplitScan::new(&inputs, skip_sequence_ids, threads, part_size, stash);
         let mut out = Vec::new();
         let summary = scan
             .scan_file(&file, text.len() as u64, 10, "t.ctf", &mut |ready, _| {
@@ -635,53 +646,29 @@ mod tests {
         (scan, (out, summary))
     }
 
-    /// The scan of `text` parsing its parts (`split_scan` does the same with the scan's
-    /// parts): what it found, and the sequences it kept.
+    /// The scan of `text` parsing its parts: what it found, and the sequences it kept.
     fn stashed_with(
         text: &[u8],
         threads: usize,
         part_size: usize,
         skip_sequence_ids: bool,
     ) -> ((Vec<ScannedSequence>, FileSummary), Vec<StashPiece>) {
-        let mut file = tempfile::tempfile().unwrap();
-        file.write_all(text).unwrap();
         let inputs = [InputConfig::dense("a", 1), InputConfig::sparse("b", 9)];
         let options = crate::parser::StreamOptions {
             skip_sequence_ids,
             frame_mode: false,
         };
         let request = StashRequest::for_inputs::<f32>(&inputs, options, u64::MAX);
-        let mut scan = SplitScan::new(
-            &inputs,
-            skip_sequence_ids,
-            threads,
-            part_size,
-            Some(request),
-        );
-        let mut out = Vec::new();
-        let summary = scan
-            .scan_file(&file, text.len() as u64, 10, "t.ctf", &mut |ready, _| {
-                out.append(ready);
-                Ok(())
-            })
-            .unwrap();
-        ((out, summary), scan.take_pieces())
+        let (mut scan, found) =
+            scan_text(text, threads, part_size, skip_sequence_ids, Some(request));
+        (found, scan.take_pieces())
     }
 
     /// Checks that parsing parts gives the one-thread scan of `text`, and that every piece
     /// kept holds what parsing its text on its own gives; returns the pieces kept.
     fn check_stashed(text: &[u8], threads: usize, part_size: usize, skip_ids: bool) -> usize {
         let inputs = [InputConfig::dense("a", 1), InputConfig::sparse("b", 9)];
-        let mut file = tempfile::tempfile().unwrap();
-        file.write_all(text).unwrap();
-        let mut plain = SplitScan::new(&inputs, skip_ids, 1, 1 << 20, None);
-        let mut expected = Vec::new();
-        let summary = plain
-            .scan_file(&file, text.len() as u64, 10, "t.ctf", &mut |ready, _| {
-                expected.append(ready);
-                Ok(())
-            })
-            .unwrap();
+        let (_, (expected, summary)) = scan_text(text, 1, 1 << 20, skip_ids, None);
         let (found, pieces) = stashed_with(text, threads, part_size, skip_ids);
         let context = format!("{threads} threads, part {part_size}");
         assert_eq!(found, (expected, summary.clone()), "{context}");
