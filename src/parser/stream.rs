@@ -321,19 +321,20 @@ impl<T: Element> StreamParser<T> {
 
     /// Parses the next piece of the current file.
     pub fn feed(&mut self, mut data: &[u8]) -> Result<(), FatalDataError> {
+        // Where `data` starts among the bytes fed (for the runs recorded).
+        let mut data_base = self.fed;
+        self.fed += data.len();
         if self.at_file_start {
             let needed = UTF8_BOM.len().saturating_sub(self.carry.len());
             let take = needed.min(data.len());
             self.carry.extend_from_slice(&data[..take]);
             data = &data[take..];
+            data_base += take;
             if self.carry.len() < UTF8_BOM.len() && data.is_empty() {
                 return Ok(()); // wait for more bytes to decide on the BOM
             }
             self.check_file_start()?;
         }
-        // Where `data` starts among the bytes fed (for the runs recorded).
-        let mut data_base = self.fed;
-        self.fed += data.len();
         if !self.carry.is_empty() {
             let Some(nl) = memchr(b'\n', data) else {
                 self.carry.extend_from_slice(data);
@@ -503,7 +504,8 @@ impl<T: Element> StreamParser<T> {
         }
         if self.mode == Mode::Lines {
             if let Some(open) = &mut self.open {
-                open.end = self.buf_base.wrapping_add(line_end + 1);
+                // (A last line without a line feed ends where the text does.)
+                open.end = self.buf_base.wrapping_add(line_end + 1).min(self.fed);
             }
             self.end_sequence();
         }
@@ -749,6 +751,66 @@ mod tests {
 
     fn parse(text: &str) -> Parsed {
         parse_pieces(&[text.as_bytes()], StreamOptions::default()).expect("not fatal")
+    }
+
+    /// The runs recorded over `text` fed in pieces of `piece` bytes, as a file.
+    fn runs_of(text: &[u8], piece: usize) -> Vec<ParsedRun> {
+        let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+        p.start_file(0);
+        p.record_runs();
+        for chunk in text.chunks(piece) {
+            p.feed(chunk).unwrap();
+        }
+        p.finish_file().unwrap();
+        let mut runs = Vec::new();
+        p.take_runs(&mut runs);
+        runs
+    }
+
+    #[test]
+    fn runs_record_where_they_start_whatever_the_pieces_fed() {
+        // Id mode after a byte order mark: runs with and without a configured input, the
+        // last line without a line feed.
+        let ids = b"\xEF\xBB\xBF1 |a 1 |b 1:1\n1 |a 2 |b 0:1\n\n2 |x 9\n |# c\n3 |a 3 |b 2:1\r\n\
+                    4 |a 4 |b 3:1";
+        let at = |line: &[u8]| ids.windows(line.len()).position(|w| w == line).unwrap();
+        for piece in 1..=ids.len() {
+            let runs = runs_of(ids, piece);
+            let found: Vec<_> = runs
+                .iter()
+                .map(|r| (r.start, r.line, r.key, r.is_id, r.sequence))
+                .collect();
+            assert_eq!(
+                found,
+                [
+                    (3, 1, 1, true, Some(0)),
+                    (at(b"2 |x"), 4, 2, true, None),
+                    (at(b"3 |a"), 6, 3, true, Some(1)),
+                    (at(b"4 |a"), 7, 4, true, Some(2)),
+                ],
+                "pieces of {piece}"
+            );
+        }
+        // Line mode: a run per line holding a configured input, with where its line ends.
+        let lines = b"|a 1 |b 1:1\n\n|x 2\n|a 3 |b 2:1\r\n|# c\n|a 4 |b 4:1";
+        let at = |line: &[u8]| lines.windows(line.len()).position(|w| w == line).unwrap();
+        let (second, third) = (at(b"|a 3"), at(b"|a 4"));
+        for piece in 1..=lines.len() {
+            let runs = runs_of(lines, piece);
+            let found: Vec<_> = runs
+                .iter()
+                .map(|r| (r.start, r.end, r.line, r.key, r.sequence))
+                .collect();
+            assert_eq!(
+                found,
+                [
+                    (0, 12, 1, 0, Some(0)),
+                    (second, second + 13, 4, 3, Some(1)),
+                    (third, lines.len(), 6, 5, Some(2)),
+                ],
+                "pieces of {piece}"
+            );
+        }
     }
 
     #[test]
