@@ -741,3 +741,49 @@ fn jsonl_is_identical_at_any_thread_count() {
         assert_eq!(one.stdout, other.stdout, "--threads {threads}");
     }
 }
+
+/// On a cold start with a window covering the corpus, the index build parses the parts it
+/// reads and the loaders take them (`parts parsed while indexing`);
+/// `--no-parse-while-indexing` reads and parses them when loaded. The minibatches are the
+/// same.
+#[test]
+fn parsing_while_indexing_changes_nothing_but_the_counter() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    make_data(d, 12_000, 5);
+    assert!(std::fs::metadata(d.join("d.ctf")).unwrap().len() > 1 << 20);
+    // The default window, 128 chunks of 64 KiB: the whole corpus.
+    write(
+        d,
+        "w.cntk",
+        "reader = [ file = \"d.ctf\" ; chunkSizeInBytes = 65536\n\
+         input = [ x = [ dim = 2 ; format = \"dense\" ] ; y = [ dim = 10 ; format = \"sparse\" ] ] ]\n",
+    );
+    let parsed_while_indexing = |stderr: &str| -> u64 {
+        stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("parts parsed while indexing: "))
+            .unwrap_or_else(|| panic!("no counter in\n{stderr}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let args = [
+        "read",
+        "w.cntk",
+        "--jsonl",
+        "--mb-size",
+        "64",
+        "--threads",
+        "2",
+        "--stats",
+    ];
+    let on = run_expect(&args, Some(d), 0);
+    let mut without = args.to_vec();
+    without.push("--no-parse-while-indexing");
+    let off = run_expect(&without, Some(d), 0);
+    assert!(on.stdout.lines().count() > 100);
+    assert_eq!(on.stdout, off.stdout);
+    assert!(parsed_while_indexing(&on.stderr) > 0, "{}", on.stderr);
+    assert_eq!(parsed_while_indexing(&off.stderr), 0, "{}", off.stderr);
+}

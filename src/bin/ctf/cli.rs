@@ -126,8 +126,14 @@ pub struct ReadArgs {
     /// a number of bytes, or with a suffix K, M or G (powers of 1024).
     #[arg(long, value_name = "BYTES", value_parser = byte_count)]
     pub memory_budget: Option<u64>,
-    /// Print the counters on stderr: chunks loaded, bytes read, quick bytes read, cache hits, misses and
-    /// bytes, parse and wait seconds.
+    /// On a cold start, only scan the files to index them, and parse each part when it is
+    /// loaded: the first minibatch comes sooner, the sweep takes longer (by default the
+    /// index build parses the parts it reads when the window covers the corpus, and the
+    /// loaders take them).
+    #[arg(long)]
+    pub no_parse_while_indexing: bool,
+    /// Print the counters on stderr: chunks loaded, bytes read, quick bytes read, parts
+    /// parsed while indexing, cache hits, misses and bytes, parse and wait seconds.
     #[arg(long)]
     pub stats: bool,
 }

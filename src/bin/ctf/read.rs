@@ -86,6 +86,7 @@ fn read<T: Element>(
         options.prefetch = prefetch;
     }
     options.memory_budget = args.memory_budget;
+    options.parse_while_indexing = !args.no_parse_while_indexing;
     let mut source =
         MinibatchSource::<T>::with_options(config, limits.clone(), stderr_sink(), options)
             .map_err(Failure::from)?;
