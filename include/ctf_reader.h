@@ -834,6 +834,20 @@ enum ctf_status ctf_config_set_prefetch(struct ctf_config *config, size_t prefet
 enum ctf_status ctf_config_set_memory_budget(struct ctf_config *config, uint64_t bytes);
 
 /**
+ * Whether a cold start (no valid index cache) parses the text while indexing it and keeps
+ * the sequences for the loaders (`true`, the default): the sweep is faster, and the first
+ * minibatch comes once the corpus is parsed rather than scanned. Only when the
+ * randomization window covers the corpus and there is no memory budget; the minibatches
+ * are the same either way.
+ *
+ * Thread safety: one thread at a time per configuration.
+ *
+ * # Safety
+ * `config` is NULL or a live configuration.
+ */
+enum ctf_status ctf_config_set_parse_while_indexing(struct ctf_config *config, bool enabled);
+
+/**
  * Reads up to `max_samples` samples of the global timeline (counted from position 0, also
  * after a restore), replacing any max-sweeps limit. `CTF_FULL_DATA_SWEEP` is one sweep,
  * `CTF_INFINITELY_REPEAT` no end. The default is one sweep.

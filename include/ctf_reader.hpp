@@ -234,6 +234,9 @@ public:
     Config &max_errors(std::uint64_t n) { return check(ctf_config_set_max_errors(handle_, n)); }
     Config &threads(std::size_t n) { return check(ctf_config_set_threads(handle_, n)); }
     Config &prefetch(std::size_t n) { return check(ctf_config_set_prefetch(handle_, n)); }
+    Config &parse_while_indexing(bool enabled) {
+        return check(ctf_config_set_parse_while_indexing(handle_, enabled));
+    }
     Config &memory_budget(std::uint64_t bytes) {
         return check(ctf_config_set_memory_budget(handle_, bytes));
     }

@@ -79,6 +79,9 @@ pub(crate) struct ReaderOptions {
     pub(crate) prefetch: usize,
     /// Bytes of parsed data kept at most; 0 is no bound.
     pub(crate) memory_budget: u64,
+    /// Whether parsing while indexing is off
+    /// ([`PipelineOptions::parse_while_indexing`](crate::source::PipelineOptions)).
+    pub(crate) no_parse_while_indexing: bool,
     pub(crate) limits: ReadLimits,
     pub(crate) schedule: Option<MbSchedule>,
     pub(crate) callback: ctf_diagnostic_callback,
@@ -706,6 +709,30 @@ pub unsafe extern "C" fn ctf_config_set_memory_budget(
     unsafe {
         with_config(config, |config| {
             config.options.memory_budget = bytes;
+            Ok(())
+        })
+    }
+}
+
+/// Whether a cold start (no valid index cache) parses the text while indexing it and keeps
+/// the sequences for the loaders (`true`, the default): the sweep is faster, and the first
+/// minibatch comes once the corpus is parsed rather than scanned. Only when the
+/// randomization window covers the corpus and there is no memory budget; the minibatches
+/// are the same either way.
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_parse_while_indexing(
+    config: *mut ctf_config,
+    enabled: bool,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe {
+        with_config(config, |config| {
+            config.options.no_parse_while_indexing = !enabled;
             Ok(())
         })
     }

@@ -166,6 +166,7 @@ impl ctf_reader {
         if options.memory_budget > 0 {
             pipeline.memory_budget = Some(options.memory_budget);
         }
+        pipeline.parse_while_indexing = !options.no_parse_while_indexing;
         let limits = options.limits.clone();
         let mut engine = match config.precision {
             Precision::Float => Engine::F32(
