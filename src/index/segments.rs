@@ -185,7 +185,7 @@ fn run_job(
             let offset = job.offset + first as u64;
             let (derived, kept) =
                 p.parser
-                    .parse(job.mode, job.key_base, offset, &data[first..last], true)?;
+                    .parse(job.mode, job.key_base, offset, &data[first..last])?;
             piece = kept.filter(|k| p.budget.take(k.heap_bytes));
             Some(Lines {
                 scan: derived.scan,

@@ -64,7 +64,7 @@ pub struct StashPiece {
 pub(crate) trait SegmentParser: Send {
     /// Parses `text` (complete lines, ending with a line feed) starting at byte `offset` of
     /// a file in `mode` whose line-mode keys start at `key_base`, its first line counted as
-    /// line 1. Returns what the scan would have found, and the sequences to keep if `keep`;
+    /// line 1. Returns what the scan would have found, and the sequences to keep, if any;
     /// `None` if the part is not clean (it is then scanned).
     fn parse(
         &mut self,
@@ -72,7 +72,6 @@ pub(crate) trait SegmentParser: Send {
         key_base: u64,
         offset: u64,
         text: &[u8],
-        keep: bool,
     ) -> Option<(DerivedScan, Option<StashPiece>)>;
 }
 
@@ -266,7 +265,6 @@ impl<T: Element> SegmentParser for PartParser<T> {
         key_base: u64,
         offset: u64,
         text: &[u8],
-        keep: bool,
     ) -> Option<(DerivedScan, Option<StashPiece>)> {
         // Id mode: the first run, then the rest; line mode: the whole part.
         let split = match mode {
@@ -314,7 +312,7 @@ impl<T: Element> SegmentParser for PartParser<T> {
         }
         let result = if clean {
             self.derive(mode, offset, text.len(), lines, [&head, &rest])
-                .map(|derived| (derived, keep.then(|| keep_rest(offset, rest)).flatten()))
+                .map(|derived| (derived, keep_rest(offset, rest)))
         } else {
             None
         };

@@ -212,11 +212,23 @@ fn ordinal_at(index: &CorpusIndex, file: u32, offset: u64) -> Option<u32> {
     let chunks = index.files[file as usize].chunks.clone();
     let in_file = &index.chunks[chunks.start as usize..chunks.end as usize];
     let k = chunks.start + in_file.partition_point(|c| c.end() <= offset) as u32;
+    let within = sequence_at(index, k, offset)?;
     let c = index.chunks.get(k as usize)?;
+    (within < c.sequences.len()).then_some(c.sequences.start + within as u32)
+}
+
+/// Which of `chunk`'s sequences starts at byte `offset` of its file (the chunk's sequence
+/// count for its end), if one does.
+fn sequence_at(index: &CorpusIndex, chunk: u32, offset: u64) -> Option<usize> {
+    let c = index.chunks.get(chunk as usize)?;
     let within = u32::try_from(offset.checked_sub(c.start)?).ok()?;
-    let entries = index.chunk_sequences(k);
+    let entries = index.chunk_sequences(chunk);
     let i = entries.partition_point(|e| e.offset < within);
-    (entries.get(i)?.offset == within).then_some(c.sequences.start + i as u32)
+    match entries.get(i) {
+        Some(e) if e.offset == within => Some(i),
+        None if offset == c.end() => Some(entries.len()),
+        _ => None,
+    }
 }
 
 impl Parts {
@@ -307,16 +319,10 @@ impl Parts {
         if piece.file != c.file || from >= to {
             return None;
         }
-        let at = |offset: u64| -> Option<usize> {
-            let within = u32::try_from(offset - c.start).ok()?;
-            let i = entries.partition_point(|e| e.offset < within);
-            match entries.get(i) {
-                Some(e) if e.offset == within => Some(i),
-                None if offset == c.end() => Some(entries.len()),
-                _ => None,
-            }
-        };
-        let (first, end) = (at(from)?, at(to)?);
+        let (first, end) = (
+            sequence_at(index, chunk, from)?,
+            sequence_at(index, chunk, to)?,
+        );
         let cuts = (first == 0 || may_cut_after(first - 1))
             && (end == entries.len() || may_cut_after(end - 1));
         let ordinals = c.sequences.start + first as u32..c.sequences.start + end as u32;
