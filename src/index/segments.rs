@@ -731,6 +731,27 @@ mod tests {
     }
 
     #[test]
+    fn a_part_starting_within_a_sequence_is_parsed() {
+        // Input b only on the first line of each sequence of 8 lines: a part that starts
+        // within a sequence has lines without b, which are no sequence of their own.
+        let mut text = Vec::new();
+        for k in 0..60u32 {
+            text.extend_from_slice(format!("{k} |a {k} |b {}:1\n", k % 9).as_bytes());
+            for line in 1..8 {
+                text.extend_from_slice(format!("{k} |a {line}\n").as_bytes());
+            }
+        }
+        for part in [300, 500, 1000] {
+            let parts = text.len() / part;
+            let kept = check_stashed(&text, 2, part, false);
+            assert!(
+                kept * 2 >= parts,
+                "part {part}: {kept} pieces of {parts} parts"
+            );
+        }
+    }
+
+    #[test]
     fn parts_with_errors_are_scanned() {
         // Junk before the first |, a missing value, an id repeated later: the parts holding
         // them are scanned (and nothing of them kept), the others parsed.

@@ -284,7 +284,11 @@ impl<T: Element> SegmentParser for PartParser<T> {
         };
         let mut lines = 0;
         let mut clean = true;
-        for (piece, range) in [(&mut head, 0..split), (&mut rest, split..text.len())] {
+        let parts = [
+            (&mut head, 0..split, true),
+            (&mut rest, split..text.len(), false),
+        ];
+        for (piece, range, first_run) in parts {
             if clean && !range.is_empty() {
                 let base = range.start;
                 if let (true, Some((bytes, lengths))) = (base == split, &self.last_rest) {
@@ -293,6 +297,9 @@ impl<T: Element> SegmentParser for PartParser<T> {
                     self.parser
                         .reserve_output(lengths, range.len() as u64, *bytes);
                 }
+                // The first run may end a sequence begun in the part before: not a whole
+                // sequence to check against the rules of one (and not kept).
+                self.parser.skip_sequence_rules(first_run);
                 match self.parse_piece(
                     mode,
                     key_base,

@@ -215,6 +215,9 @@ pub struct StreamParser<T> {
     /// among them (kept while recording runs).
     fed: usize,
     buf_base: usize,
+    /// Whether sequences skip the sequence-level rules
+    /// ([`skip_sequence_rules`](Self::skip_sequence_rules)).
+    rules_skipped: bool,
 }
 
 impl<T: Element> StreamParser<T> {
@@ -239,6 +242,7 @@ impl<T: Element> StreamParser<T> {
             runs: None,
             fed: 0,
             buf_base: 0,
+            rules_skipped: false,
         }
     }
 
@@ -271,6 +275,15 @@ impl<T: Element> StreamParser<T> {
     /// starts in the text fed since the range or file started.
     pub fn record_runs(&mut self) {
         self.runs.get_or_insert_with(Vec::new).clear();
+    }
+
+    /// Until called again with `false`, does not check the sequences ended against the rules
+    /// that need a whole sequence (an input without a sample, a line without a sample of the
+    /// longest input, `frameMode`): for text whose first sequence may be the end of one
+    /// begun before it, whose parse is not kept (the index build's first run of a part).
+    /// Errors within lines are still reported.
+    pub fn skip_sequence_rules(&mut self, skip: bool) {
+        self.rules_skipped = skip;
     }
 
     /// Moves the runs recorded into `into` (emptied first) and stops recording.
@@ -632,7 +645,7 @@ impl<T: Element> StreamParser<T> {
             self.open = None;
             return; // no configured data: not a sequence
         }
-        if open.errors == 0 {
+        if open.errors == 0 && !self.rules_skipped {
             let (key, line, counted_lines) = (open.key, open.line, open.counted_lines);
             if let Some(message) = self.sequence_rule_violation(key, counted_lines) {
                 self.sequence_error(line, message);
@@ -765,6 +778,29 @@ mod tests {
         let mut runs = Vec::new();
         p.take_runs(&mut runs);
         runs
+    }
+
+    #[test]
+    fn sequences_skip_the_whole_sequence_rules_only_while_asked() {
+        // Sequence 4 has no sample of b: while the rules are skipped it is a sequence like
+        // any other; checked again, it is invalid. Errors within lines are always reported.
+        let text: &[u8] = b"4 |a 1\n4 |a 2\n";
+        for skip in [true, false] {
+            let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+            p.start_range(KeyMode::Ids, 1, 0, Vec::new());
+            p.skip_sequence_rules(skip);
+            p.feed(text).unwrap();
+            p.finish_file().unwrap();
+            assert_eq!(p.sequences().len(), usize::from(skip), "skip {skip}");
+            assert_eq!(p.diagnostics().is_empty(), skip, "skip {skip}");
+        }
+        let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+        p.start_range(KeyMode::Ids, 1, 0, Vec::new());
+        p.skip_sequence_rules(true);
+        p.feed(b"4 |a x\n").unwrap();
+        p.finish_file().unwrap();
+        assert_eq!(p.sequences().len(), 0);
+        assert_eq!(p.diagnostics().len(), 1);
     }
 
     #[test]

@@ -88,9 +88,10 @@ pub struct PipelineOptions {
     /// On a cold start (no valid index cache), parse the parts the index scan reads and keep
     /// their sequences for the loaders, which then need not read and parse them again
     /// (default true; see `index::stash`). Only when every part will be loaded in the first
-    /// sweep within the window's memory (one deserializer read whole, randomized with a
-    /// window of chunks covering the corpus, no memory budget), up to [`STASH_BYTES`] of
-    /// parsed sequences. The output is the same either way; with it, a cold start reads
+    /// sweep within the memory the engine holds anyway (one deserializer read whole, no
+    /// memory budget, and randomized with a window of chunks covering the corpus, or in file
+    /// order with a corpus of at most two chunks), up to [`STASH_BYTES`] of parsed
+    /// sequences. The output is the same either way; with it, a cold start reads
     /// faster but its first minibatch comes after the whole corpus is parsed, not just
     /// scanned.
     pub parse_while_indexing: bool,
@@ -416,20 +417,23 @@ struct StashSlot {
 pub const STASH_BYTES: u64 = 256 << 20;
 
 /// Whether the index build should parse while it scans, keeping the sequences for the
-/// loaders: when every part will be loaded in the first sweep, soon, and within the
-/// window's memory. So only for one deserializer read whole (not a worker of several),
-/// randomized with a window of chunks covering the corpus, without a memory budget.
+/// loaders: when every part will be loaded in the first sweep, soon, and within the memory
+/// the engine holds anyway. So only for one deserializer read whole (not a worker of
+/// several), without a memory budget, and either randomized with a window of chunks covering
+/// the corpus, or in file order with a corpus of at most two chunks (the chunk being read
+/// and the chunk of look-ahead the cache holds in that mode).
 fn wants_stash(config: &ReaderConfig, options: &PipelineOptions) -> bool {
     if !options.parse_while_indexing
         || config.is_composite()
-        || !config.randomize
         || config.num_data_partitions > 1
         || options.memory_budget.is_some()
     {
         return false;
     }
-    let WindowSize::Chunks(window) = config.window() else {
-        return false;
+    let held_chunks = match config.window() {
+        _ if !config.randomize => FILE_ORDER_STASH_CHUNKS,
+        WindowSize::Chunks(window) => window.max(1),
+        WindowSize::Samples(_) => return false,
     };
     let Ok(files) = crate::index::expand_file_patterns(&config.files) else {
         return false;
@@ -438,8 +442,12 @@ fn wants_stash(config: &ReaderConfig, options: &PipelineOptions) -> bool {
         .iter()
         .map(|f| std::fs::metadata(&f.path).map_or(u64::MAX, |m| m.len()))
         .fold(0, u64::saturating_add);
-    window.max(1).saturating_mul(config.chunk_size_in_bytes) >= text
+    held_chunks.saturating_mul(config.chunk_size_in_bytes) >= text
 }
+
+/// Chunks of text a corpus read in file order may have for its parts to be parsed while
+/// indexing ([`wants_stash`]).
+const FILE_ORDER_STASH_CHUNKS: u64 = 2;
 
 /// [`PipelineOptions::memory_budget`], and what it must leave to other than the cache.
 struct Budget {
