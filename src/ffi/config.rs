@@ -717,8 +717,8 @@ pub unsafe extern "C" fn ctf_config_set_memory_budget(
 /// Whether a cold start (no valid index cache) parses the text while indexing it and keeps
 /// the sequences for the loaders (`true`, the default): the sweep is faster, and the first
 /// minibatch comes once the corpus is parsed rather than scanned. Only when the
-/// randomization window covers the corpus and there is no memory budget; the minibatches
-/// are the same either way.
+/// randomization window covers the corpus (or, read in file order, the corpus is at most two
+/// chunks) and there is no memory budget; the minibatches are the same either way.
 ///
 /// Thread safety: one thread at a time per configuration.
 ///

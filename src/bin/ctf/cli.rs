@@ -128,8 +128,8 @@ pub struct ReadArgs {
     pub memory_budget: Option<u64>,
     /// On a cold start, only scan the files to index them, and parse each part when it is
     /// loaded: the first minibatch comes sooner, the sweep takes longer (by default the
-    /// index build parses the parts it reads when the window covers the corpus, and the
-    /// loaders take them).
+    /// index build parses the parts it reads when the window covers the corpus, or in file
+    /// order when the corpus is at most two chunks, and the loaders take them).
     #[arg(long)]
     pub no_parse_while_indexing: bool,
     /// Print the counters on stderr: chunks loaded, bytes read, quick bytes read, parts
