@@ -24,9 +24,9 @@ interpreter start and imports are not counted; tf.data times a full pass over th
 after a first, unmeasured pass in the same process (graph tracing excluded). Like is compared
 with like: ctf-reader's ratio to a process-timed tool uses its process wall clock, and its
 ratio to a self-timed Python loader uses the time `ctf bench` reports for itself
-(`elapsed_s`: from opening the source, index build included, to the last minibatch; the
-process start and exit are not counted, as the Python loaders' are not). The table shows
-both ctf-reader times.
+(`elapsed_s`: from the start of its `main`, before the configuration is read, to the last
+minibatch, the index build included; the process's exec and exit are not counted, as the
+Python loaders' interpreter start is not). The table shows both ctf-reader times.
 """
 import argparse
 import json
