@@ -169,6 +169,22 @@ fn check_file(file: &File, indexed: &IndexedFile) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// The bytes of the sequences `part` of `chunk`, within the chunk: from its first sequence
+/// (the chunk's start for the first part) to the next part's first sequence (the chunk's end
+/// for the last part).
+fn part_text(index: &CorpusIndex, chunk: u32, part: &std::ops::Range<u32>) -> std::ops::Range<u64> {
+    let entries = index.chunk_sequences(chunk);
+    let from = match part.start {
+        0 => 0,
+        i => u64::from(entries[i as usize].offset),
+    };
+    let to = match entries.get(part.end as usize) {
+        Some(next) => u64::from(next.offset),
+        None => u64::from(index.chunk(chunk).len),
+    };
+    from..to
+}
+
 impl<T: Element> ChunkLoader<T> {
     /// A loader for the corpus `index` maps, parsed as `config` says. For a composite
     /// reader (an index with joined deserializers), `config` is the whole composite
@@ -228,16 +244,10 @@ impl<T: Element> ChunkLoader<T> {
         let entries = index.chunk_sequences(chunk);
         let count = entries.len() as u32;
         let part = part.start.min(count)..part.end.min(count);
-        // The part's bytes: from its first sequence (the chunk's start for the first part)
-        // to the next part's first sequence (the chunk's end for the last part).
-        let from = match part.start {
-            0 => 0,
-            i => u64::from(entries[i as usize].offset),
-        };
-        let to = match entries.get(part.end as usize) {
-            Some(next) => u64::from(next.offset),
-            None => u64::from(c.len),
-        };
+        let std::ops::Range {
+            start: from,
+            end: to,
+        } = part_text(&index, chunk, &part);
         let first_line = match part.start {
             0 => c.first_line,
             i => c.first_line + u64::from(entries[i as usize].line),
@@ -273,10 +283,7 @@ impl<T: Element> ChunkLoader<T> {
             Some(touched) if !touched.contains(&c.file) => touched.push(c.file),
             Some(_) => {}
         }
-        if part.end == count {
-            self.counters.chunks_loaded += 1;
-        }
-        self.counters.bytes_read += to - from;
+        self.count_read(&index, chunk, &part);
         if c.start + to < indexed.stamp.size && self.buffer.last() != Some(&b'\n') {
             return Err(changed(format!(
                 "line {first_line} no longer ends where it did"
@@ -351,7 +358,6 @@ impl<T: Element> ChunkLoader<T> {
         if self.joiner.is_some() || part.start >= part.end || part.end as usize > entries.len() {
             return false;
         }
-        let first = &entries[part.start as usize];
         let Some(carrier) = entries[part.start as usize..part.end as usize]
             .iter()
             .find(|e| e.samples > 0)
@@ -377,15 +383,17 @@ impl<T: Element> ChunkLoader<T> {
         if self.verify(chunk, into).is_err() {
             return false;
         }
-        let from = u64::from(first.offset) * u64::from(part.start > 0);
-        let to = entries
-            .get(part.end as usize)
-            .map_or(u64::from(c.len), |next| u64::from(next.offset));
-        self.counters.bytes_read += to - from;
-        if part.end as usize == entries.len() {
+        self.count_read(&index, chunk, &part);
+        true
+    }
+
+    /// Counts the part's text as read, and the chunk as loaded when the part is its last.
+    fn count_read(&mut self, index: &CorpusIndex, chunk: u32, part: &std::ops::Range<u32>) {
+        let text = part_text(index, chunk, part);
+        self.counters.bytes_read += text.end - text.start;
+        if part.end as usize == index.chunk_sequences(chunk).len() {
             self.counters.chunks_loaded += 1;
         }
-        true
     }
 
     /// Defers the checks that a file is still the one indexed, made before and after every
