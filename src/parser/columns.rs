@@ -753,6 +753,11 @@ pub struct ParsedSequences<T> {
     pub columns: Vec<InputColumn<T>>,
     /// One entry per complete sequence.
     pub sequences: Vec<SequenceInfo>,
+    /// At least the samples, and the stored values, of every column: while it stays far
+    /// enough below [`MAX_COLUMN_ENTRIES`] the parser skips its per-sample checks of the
+    /// limit (a line of `n` bytes adds fewer than `n` of either to a column, so a line
+    /// counts its length).
+    entries_bound: usize,
 }
 
 impl<T: Element> PartialEq for ParsedSequences<T> {
@@ -816,7 +821,34 @@ impl<T: Element> ParsedSequences<T> {
         ParsedSequences {
             columns: inputs.iter().map(InputColumn::new).collect(),
             sequences: Vec::new(),
+            entries_bound: 0,
         }
+    }
+
+    /// Whether every column stays below [`MAX_COLUMN_ENTRIES`] samples and stored values
+    /// (or `limit`, lowered in tests) whatever lines of `text_len` bytes in all add: the
+    /// parser then need not check them sample by sample.
+    #[inline]
+    pub(crate) fn has_room_for_text(&self, text_len: usize, limit: usize) -> bool {
+        self.entries_bound.saturating_add(text_len) < limit
+    }
+
+    /// Counts `len` bytes of parsed lines (line feeds included) in the bound of
+    /// [`has_room_for_text`](Self::has_room_for_text).
+    #[inline]
+    pub(crate) fn count_text(&mut self, len: usize) {
+        self.entries_bound = self.entries_bound.saturating_add(len);
+    }
+
+    /// Sets the bound of [`has_room_for_text`](Self::has_room_for_text) to what the columns
+    /// hold, after some were removed.
+    fn recount_entries(&mut self) {
+        self.entries_bound = self
+            .columns
+            .iter()
+            .map(|c| c.sample_count().max(c.entry_count()))
+            .max()
+            .unwrap_or(0);
     }
 
     /// Number of complete sequences.
@@ -865,6 +897,7 @@ impl<T: Element> ParsedSequences<T> {
             let start = c.sequence_start(c.sequence_count());
             c.truncate_samples(start);
         }
+        self.recount_entries();
     }
 
     /// Appends copies of all complete sequences of `other` (same inputs), or nothing when an
@@ -939,6 +972,7 @@ impl<T: Element> ParsedSequences<T> {
             );
         }
         self.sequences.extend_from_slice(&other.sequences[range]);
+        self.recount_entries();
         Ok(())
     }
 
@@ -952,6 +986,7 @@ impl<T: Element> ParsedSequences<T> {
             c.truncate_sequences(n);
         }
         self.sequences.truncate(n);
+        self.recount_entries();
     }
 
     /// Removes every complete sequence, keeping a sequence that is still being built.
@@ -964,6 +999,7 @@ impl<T: Element> ParsedSequences<T> {
             c.drain_sequences(n);
         }
         self.sequences.clear();
+        self.recount_entries();
     }
 }
 
@@ -997,6 +1033,29 @@ mod tests {
             });
         }
         out
+    }
+
+    /// Whether the bound the parser trusts holds every column's samples and stored values.
+    fn bound_holds(p: &ParsedSequences<f32>) -> bool {
+        p.columns
+            .iter()
+            .all(|c| c.sample_count() <= p.entries_bound && c.entry_count() <= p.entries_bound)
+    }
+
+    #[test]
+    fn the_entries_bound_holds_through_every_change() {
+        let mut p = parsed(&["|d 1 2 |s 1:1 2:2 3:3\n|s 4:1", "|d 3 4 |s 5:5"]);
+        assert!(bound_holds(&p) && p.entries_bound > 0);
+        let other = parsed(&["|s 1:1 2:1 3:1 4:1 5:1 6:1 7:1 8:1 9:1"]);
+        p.append(&other).unwrap();
+        assert!(bound_holds(&p), "after append");
+        p.truncate(1);
+        assert!(bound_holds(&p), "after truncate");
+        p.clear_complete();
+        assert!(bound_holds(&p), "after clear");
+        assert_eq!(p.entries_bound, 0, "recounted once empty");
+        p.append_range(&other, 0..1).unwrap();
+        assert_eq!(p.entries_bound, 9, "recounted after an append");
     }
 
     #[test]

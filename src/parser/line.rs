@@ -313,6 +313,68 @@ impl LineParser {
         out: &mut ParsedSequences<T>,
         diags: &mut Vec<Diagnostic>,
     ) -> (LineOutcome, usize) {
+        let (outcome, line_end) = if out.has_room_for_text(buf.len() - line_start, self.max_entries)
+        {
+            self.parse_line_with_room(buf, line_start, content_start, line_no, out, diags)
+        } else {
+            self.parse_line_near_limit(buf, line_start, content_start, line_no, out, diags)
+        };
+        out.count_text(line_end + 1 - line_start);
+        (outcome, line_end)
+    }
+
+    /// The column limit [`ParsedSequences::has_room_for_text`] is asked about.
+    #[inline]
+    pub(crate) fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// [`parse_line`](Self::parse_line) without its per-sample checks of the column limit,
+    /// for a caller that found `out` has room for text holding the line
+    /// ([`ParsedSequences::has_room_for_text`] with [`max_entries`](Self::max_entries)) and
+    /// counts that text afterwards ([`ParsedSequences::count_text`]). The checks and their
+    /// messages, in the loop, cost about a seventh of the parse.
+    #[inline(always)]
+    pub(crate) fn parse_line_with_room<T: Element>(
+        &mut self,
+        buf: &[u8],
+        line_start: usize,
+        content_start: usize,
+        line_no: u64,
+        out: &mut ParsedSequences<T>,
+        diags: &mut Vec<Diagnostic>,
+    ) -> (LineOutcome, usize) {
+        self.parse_line_checking::<T, false>(buf, line_start, content_start, line_no, out, diags)
+    }
+
+    /// [`parse_line`](Self::parse_line), checking the column limit at every sample: for a
+    /// line that might take a column to it (rare; kept out of the common path).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn parse_line_near_limit<T: Element>(
+        &mut self,
+        buf: &[u8],
+        line_start: usize,
+        content_start: usize,
+        line_no: u64,
+        out: &mut ParsedSequences<T>,
+        diags: &mut Vec<Diagnostic>,
+    ) -> (LineOutcome, usize) {
+        self.parse_line_checking::<T, true>(buf, line_start, content_start, line_no, out, diags)
+    }
+
+    /// [`parse_line`](Self::parse_line), checking the column limit at every sample when
+    /// `CHECK_ROOM`.
+    #[inline(always)]
+    fn parse_line_checking<T: Element, const CHECK_ROOM: bool>(
+        &mut self,
+        buf: &[u8],
+        line_start: usize,
+        content_start: usize,
+        line_no: u64,
+        out: &mut ParsedSequences<T>,
+        diags: &mut Vec<Diagnostic>,
+    ) -> (LineOutcome, usize) {
         self.stamp += 1;
         let mut report = Report {
             line: line_no,
@@ -373,7 +435,7 @@ impl LineParser {
                 continue;
             }
             self.seen_on[input] = self.stamp;
-            if out.columns[input].is_full(self.max_entries) {
+            if CHECK_ROOM && out.columns[input].is_full(self.max_entries) {
                 report.error(
                     pipe,
                     format!(
@@ -387,7 +449,9 @@ impl LineParser {
             }
             pos = match self.formats[input] {
                 StorageFormat::Dense => self.dense_sample(buf, pos, pipe, input, out, &mut report),
-                StorageFormat::Sparse => self.sparse_sample(buf, pos, input, out, &mut report),
+                StorageFormat::Sparse => {
+                    self.sparse_sample::<T, CHECK_ROOM>(buf, pos, input, out, &mut report)
+                }
             };
         }
         outcome.errors = report.errors;
@@ -564,7 +628,7 @@ impl LineParser {
 
     /// Reads the entries of a sparse sample starting at `pos`; returns where parsing resumes.
     #[inline]
-    fn sparse_sample<T: Element>(
+    fn sparse_sample<T: Element, const CHECK_ROOM: bool>(
         &self,
         buf: &[u8],
         mut pos: usize,
@@ -658,7 +722,7 @@ impl LineParser {
                 return next_pipe(buf, entry);
             }
         }
-        if column.entry_count() > self.max_entries {
+        if CHECK_ROOM && column.entry_count() > self.max_entries {
             column.truncate_entries(sample_start);
             report.error(
                 skip_space(buf, first),

@@ -456,14 +456,38 @@ impl<T: Element> StreamParser<T> {
 
     /// Processes the complete lines of `buf`, which ends with a line feed.
     fn process_lines(&mut self, buf: &[u8]) {
+        // One check of the columns' limit for all the lines, rather than one per sample.
+        if !self
+            .out
+            .has_room_for_text(buf.len(), self.lines.max_entries())
+        {
+            self.process_lines_near_limit(buf);
+            return;
+        }
         let mut pos = 0;
         while pos < buf.len() {
-            pos = self.process_line(buf, pos) + 1;
+            pos = self.process_line::<true>(buf, pos) + 1;
+        }
+        self.out.count_text(buf.len());
+    }
+
+    /// [`process_lines`](Self::process_lines) when a line might take a column to its limit:
+    /// checked line by line.
+    #[cold]
+    #[inline(never)]
+    fn process_lines_near_limit(&mut self, buf: &[u8]) {
+        let mut pos = 0;
+        while pos < buf.len() {
+            pos = self.process_line::<false>(buf, pos) + 1;
         }
     }
 
     /// Processes the line starting at `start`; returns the position of its line feed.
-    fn process_line(&mut self, buf: &[u8], start: usize) -> usize {
+    /// `ROOM_CHECKED`: the caller found the columns have room for the whole text and counts
+    /// it ([`LineParser::parse_line_with_room`]); otherwise the line is checked and counted
+    /// itself.
+    #[inline(always)]
+    fn process_line<const ROOM_CHECKED: bool>(&mut self, buf: &[u8], start: usize) -> usize {
         let line_no = self.next_line;
         self.next_line += 1;
         self.counts.lines += 1;
@@ -494,9 +518,19 @@ impl<T: Element> StreamParser<T> {
             self.open_line(buf, start, word, digits, line_no)
         };
         let before = self.diags.len();
-        let (outcome, line_end) =
+        let (outcome, line_end) = if ROOM_CHECKED {
+            self.lines.parse_line_with_room(
+                buf,
+                start,
+                content,
+                line_no,
+                &mut self.out,
+                &mut self.diags,
+            )
+        } else {
             self.lines
-                .parse_line(buf, start, content, line_no, &mut self.out, &mut self.diags);
+                .parse_line(buf, start, content, line_no, &mut self.out, &mut self.diags)
+        };
         let added = (self.diags.len() - before) as u64;
         self.counts.warnings += added - u64::from(outcome.errors);
         if let Some(open) = &mut self.open {
@@ -981,6 +1015,43 @@ mod tests {
         let p = parse_pieces(&bytewise, StreamOptions::default()).unwrap();
         assert_eq!(p.keys, whole.keys);
         assert_eq!(whole.keys, [1, 3]);
+    }
+
+    #[test]
+    fn the_column_limit_is_checked_whatever_the_text_fed_at_once() {
+        // Sequence 1 has 3 samples of `a` and 4 stored values of `b`, sequence 2 one more
+        // of each: with a limit of 4, sequence 2 passes it on both inputs, whether the text
+        // comes whole (one check for all its lines would not do) or line by line.
+        let text = "1 |a 1 |b 0:1 1:1\n1 |a 2 |b 2:1\n1 |a 3 |b 3:1\n\
+                    2 |a 4 |b 4:1\n2 |a 5\n3 |a 6 |b 0:1\n";
+        let parse_with_limit = |pieces: &[&[u8]]| {
+            let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+            p.lines.set_max_entries(4);
+            p.start_file(0);
+            for piece in pieces {
+                p.feed(piece).unwrap();
+            }
+            p.finish_file().unwrap();
+            let keys: Vec<u64> = p.sequences().sequences.iter().map(|s| s.key).collect();
+            let errors: Vec<(u64, u64, String)> = p
+                .diagnostics()
+                .iter()
+                .map(|d| (d.line, d.col, d.message.clone()))
+                .collect();
+            (keys, errors)
+        };
+        let (keys, errors) = parse_with_limit(&[text.as_bytes()]);
+        assert_eq!(keys, [1], "{errors:?}");
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert_eq!((errors[0].0, errors[0].1), (4, 11));
+        assert!(
+            errors[0].2.contains("more than 4 stored values"),
+            "{errors:?}"
+        );
+        assert_eq!((errors[1].0, errors[1].1), (5, 3));
+        assert!(errors[1].2.contains("more than 4 samples"), "{errors:?}");
+        let lines: Vec<&[u8]> = text.as_bytes().split_inclusive(|&b| b == b'\n').collect();
+        assert_eq!(parse_with_limit(&lines), (keys, errors));
     }
 
     #[test]
