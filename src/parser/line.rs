@@ -12,7 +12,9 @@ use memchr::memchr2;
 use crate::config::{InputConfig, StorageFormat};
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{ParsedSequences, MAX_COLUMN_ENTRIES};
-use crate::parser::number::{leading_digits_value, scan_entry_value, Element, NumberError};
+use crate::parser::number::{
+    leading_digits_value, scan_entry_value, scan_entry_value_outlined, Element, NumberError,
+};
 use crate::parser::values::EntryValue;
 
 /// What parsing one line found.
@@ -684,7 +686,7 @@ impl LineParser {
             } else if buf[pos] != b':' {
                 Some("the index must be followed by ':'".to_string())
             } else {
-                match scan_entry_value::<T>(buf, pos + 1) {
+                match scan_entry_value_outlined::<T>(buf, pos + 1) {
                     Ok((value, end)) => {
                         pos = end;
                         if !ends_name(buf[pos]) {

@@ -226,11 +226,26 @@ pub(crate) fn scan_entry_value<T: Element>(
     }
 }
 
+/// [`scan_entry_value`] out of line: for a caller whose own fast path takes the common
+/// values (a sparse entry's one-digit value), so that this one stays out of its loop.
+#[inline(never)]
+pub(crate) fn scan_entry_value_outlined<T: Element>(
+    bytes: &[u8],
+    pos: usize,
+) -> Result<(EntryValue<T>, usize), NumberError> {
+    scan_entry_value(bytes, pos)
+}
+
 /// The fast path of [`scan_number`], for the commonest value: a short unsigned integer
 /// (`0`, `1`, `255`) of at most 7 digits, not followed by a fraction or an exponent. Returns
 /// it and the position after it.
 #[inline(always)]
 fn short_integer(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
+    // Eight bytes at once where the buffer has them (1 to 7 digits, then a non-digit).
+    if let Some((value, digits)) = leading_digits_value(bytes, pos) {
+        let end = pos + digits;
+        return (!matches!(bytes.get(end), Some(b'.' | b'e' | b'E'))).then_some((value, end));
+    }
     let mut value = 0u64;
     let mut i = pos;
     let limit = pos + 8;
@@ -431,6 +446,25 @@ mod tests {
             "'/' is not a digit"
         );
         assert_eq!(leading_digits_value(b"12\xff45678", 0), Some((12, 2)));
+    }
+
+    #[test]
+    fn entry_values_agree_with_the_whole_grammar_at_every_length() {
+        // 1 to 10 digits, then each byte that ends or continues a number, with the buffer
+        // ending right after it or going on (the word-at-once path needs 8 bytes).
+        for digits in 1..=10usize {
+            let number: String = "9876543210".chars().take(digits).collect();
+            for follower in ["", " ", "|", "\n", ".", ".5", "e3", "E-2", ":", "x"] {
+                for tail in ["", "        "] {
+                    let text = format!("{number}{follower}{tail}");
+                    let bytes = text.as_bytes();
+                    let general = scan_number_general::<f64>(bytes, 0);
+                    let entry =
+                        scan_entry_value::<f64>(bytes, 0).map(|(value, end)| (value.value(), end));
+                    assert_eq!(entry, general, "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]
