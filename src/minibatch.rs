@@ -572,6 +572,26 @@ impl<T: Element> Minibatch<T> {
         max_sparse_values: usize,
     ) -> Result<(), PackError> {
         let inputs = self.streams.len();
+        // Pass 0: prefetch the first offsets pass 1 reads of each sequence (its sequence
+        // offsets, or for one-sample sequences its sample offsets, or the key), all of them
+        // before any is needed.
+        for &(from, seq) in items {
+            if let Some(info) = from.sequences.get(seq) {
+                prefetch_line(info);
+            }
+            for col in &from.columns {
+                let first_offset = if !col.single_samples {
+                    col.sequence_offsets.get(seq)
+                } else if col.format == StorageFormat::Sparse && !col.single_entries {
+                    col.sample_offsets.get(seq)
+                } else {
+                    None
+                };
+                if let Some(offset) = first_offset {
+                    prefetch_line(offset);
+                }
+            }
+        }
         // Pass 1: where each sequence's samples and values are, per input, in two steps (the
         // samples of all, then their values), so that the cache misses of each step are
         // independent and overlap rather than wait one after the other.
