@@ -47,11 +47,10 @@ impl Totals {
         for stream in &batch.streams {
             self.value_sum += sum_values(&stream.values);
             if stream.format == StorageFormat::Sparse {
-                self.index_sum = stream
-                    .row_indices
-                    .iter()
-                    .chain(&stream.column_starts)
-                    .fold(self.index_sum, |acc, &i| acc.wrapping_add(u64::from(i)));
+                self.index_sum = self
+                    .index_sum
+                    .wrapping_add(sum_indices(&stream.row_indices))
+                    .wrapping_add(sum_indices(&stream.column_starts));
             }
             self.index_sum = stream
                 .sequence_starts
@@ -78,6 +77,23 @@ fn sum_values<T: Element>(values: &[T]) -> f64 {
     }
     let rest: f64 = groups.remainder().iter().map(|v| v.to_f64()).sum();
     lanes.iter().sum::<f64>() + rest
+}
+
+/// The wrapping sum of `indices`, in [`SUM_LANES`] interleaved partial sums (a wrapping
+/// sum does not depend on the order of its terms, so this is the one-by-one sum).
+fn sum_indices(indices: &[u32]) -> u64 {
+    let mut lanes = [0u64; SUM_LANES];
+    let mut groups = indices.chunks_exact(SUM_LANES);
+    for group in &mut groups {
+        for (lane, &i) in lanes.iter_mut().zip(group) {
+            *lane = lane.wrapping_add(u64::from(i));
+        }
+    }
+    let rest = groups
+        .remainder()
+        .iter()
+        .fold(0u64, |acc, &i| acc.wrapping_add(u64::from(i)));
+    lanes.iter().fold(rest, |acc, &l| acc.wrapping_add(l))
 }
 
 fn bench<T: Element>(
