@@ -317,9 +317,16 @@ impl LineParser {
     ) -> (LineOutcome, usize) {
         let (outcome, line_end) = if out.has_room_for_text(buf.len() - line_start, self.max_entries)
         {
-            self.parse_line_with_room(buf, line_start, content_start, line_no, out, diags)
+            self.parse_line_checking::<T, false>(
+                buf,
+                line_start,
+                content_start,
+                line_no,
+                out,
+                diags,
+            )
         } else {
-            self.parse_line_near_limit(buf, line_start, content_start, line_no, out, diags)
+            self.parse_line_checking::<T, true>(buf, line_start, content_start, line_no, out, diags)
         };
         out.count_text(line_end + 1 - line_start);
         (outcome, line_end)
@@ -331,44 +338,14 @@ impl LineParser {
         self.max_entries
     }
 
-    /// [`parse_line`](Self::parse_line) without its per-sample checks of the column limit,
-    /// for a caller that found `out` has room for text holding the line
-    /// ([`ParsedSequences::has_room_for_text`] with [`max_entries`](Self::max_entries)) and
-    /// counts that text afterwards ([`ParsedSequences::count_text`]). The checks and their
-    /// messages, in the loop, cost about a seventh of the parse.
-    #[inline(always)]
-    pub(crate) fn parse_line_with_room<T: Element>(
-        &mut self,
-        buf: &[u8],
-        line_start: usize,
-        content_start: usize,
-        line_no: u64,
-        out: &mut ParsedSequences<T>,
-        diags: &mut Vec<Diagnostic>,
-    ) -> (LineOutcome, usize) {
-        self.parse_line_checking::<T, false>(buf, line_start, content_start, line_no, out, diags)
-    }
-
-    /// [`parse_line`](Self::parse_line), checking the column limit at every sample: for a
-    /// line that might take a column to it (rare; kept out of the common path).
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn parse_line_near_limit<T: Element>(
-        &mut self,
-        buf: &[u8],
-        line_start: usize,
-        content_start: usize,
-        line_no: u64,
-        out: &mut ParsedSequences<T>,
-        diags: &mut Vec<Diagnostic>,
-    ) -> (LineOutcome, usize) {
-        self.parse_line_checking::<T, true>(buf, line_start, content_start, line_no, out, diags)
-    }
-
     /// [`parse_line`](Self::parse_line), checking the column limit at every sample when
-    /// `CHECK_ROOM`.
+    /// `CHECK_ROOM`, and counting nothing. Without the checks (whose messages, in the loop,
+    /// cost about a seventh of the parse), the caller must have found that `out` has room
+    /// for text holding the line ([`ParsedSequences::has_room_for_text`] with
+    /// [`max_entries`](Self::max_entries)) and count that text afterwards
+    /// ([`ParsedSequences::count_text`]).
     #[inline(always)]
-    fn parse_line_checking<T: Element, const CHECK_ROOM: bool>(
+    pub(crate) fn parse_line_checking<T: Element, const CHECK_ROOM: bool>(
         &mut self,
         buf: &[u8],
         line_start: usize,

@@ -484,7 +484,7 @@ impl<T: Element> StreamParser<T> {
 
     /// Processes the line starting at `start`; returns the position of its line feed.
     /// `ROOM_CHECKED`: the caller found the columns have room for the whole text and counts
-    /// it ([`LineParser::parse_line_with_room`]); otherwise the line is checked and counted
+    /// it ([`LineParser::parse_line_checking`]); otherwise the line is checked and counted
     /// itself.
     #[inline(always)]
     fn process_line<const ROOM_CHECKED: bool>(&mut self, buf: &[u8], start: usize) -> usize {
@@ -519,7 +519,7 @@ impl<T: Element> StreamParser<T> {
         };
         let before = self.diags.len();
         let (outcome, line_end) = if ROOM_CHECKED {
-            self.lines.parse_line_with_room(
+            self.lines.parse_line_checking::<T, false>(
                 buf,
                 start,
                 content,
