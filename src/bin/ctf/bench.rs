@@ -4,6 +4,7 @@
 //! stdout: what was read, throughput, time to the first minibatch, peak memory and the time
 //! spent in each stage of the engine. The keys are documented in README "Performance".
 
+use std::num::Wrapping;
 use std::time::{Duration, Instant};
 
 use ctf_reader::minibatch::Minibatch;
@@ -60,40 +61,39 @@ impl Totals {
     }
 }
 
-/// Lanes of [`sum_values`]: independent sums the compiler keeps in vector registers.
+/// Lanes of [`sum_in_lanes`]: independent sums the compiler keeps in vector registers.
 const SUM_LANES: usize = 8;
 
-/// The sum of `values` as doubles, in [`SUM_LANES`] interleaved partial sums, so that the
-/// consumer is not held to one floating-point add per latency of the adder (which made it
-/// as slow as a packer on sparse data). The order of the adds is fixed, so the sum is the
-/// same on every run and thread count.
-fn sum_values<T: Element>(values: &[T]) -> f64 {
-    let mut lanes = [0f64; SUM_LANES];
-    let mut groups = values.chunks_exact(SUM_LANES);
+/// Adds up `items` in [`SUM_LANES`] interleaved partial sums, then the partial sums, then
+/// what the lanes left over: so that the consumer is not held to one add per latency of the
+/// adder (one chain of floating-point adds made it as slow as a packer on sparse data), in a
+/// fixed order, so that the sum is the same on every run and thread count.
+fn sum_in_lanes<E, A>(items: &[E], zero: A, add: impl Fn(A, &E) -> A) -> A
+where
+    A: Copy + std::ops::Add<Output = A>,
+{
+    let mut lanes = [zero; SUM_LANES];
+    let mut groups = items.chunks_exact(SUM_LANES);
     for group in &mut groups {
-        for (lane, v) in lanes.iter_mut().zip(group) {
-            *lane += v.to_f64();
+        for (lane, item) in lanes.iter_mut().zip(group) {
+            *lane = add(*lane, item);
         }
     }
-    let rest: f64 = groups.remainder().iter().map(|v| v.to_f64()).sum();
-    lanes.iter().sum::<f64>() + rest
+    let rest = groups.remainder().iter().fold(zero, &add);
+    lanes.into_iter().fold(zero, |a, b| a + b) + rest
 }
 
-/// The wrapping sum of `indices`, in [`SUM_LANES`] interleaved partial sums (a wrapping
-/// sum does not depend on the order of its terms, so this is the one-by-one sum).
+/// The sum of `values` as doubles.
+fn sum_values<T: Element>(values: &[T]) -> f64 {
+    sum_in_lanes(values, 0.0, |sum, v| sum + v.to_f64())
+}
+
+/// The wrapping sum of `indices` (which does not depend on the order of its terms).
 fn sum_indices(indices: &[u32]) -> u64 {
-    let mut lanes = [0u64; SUM_LANES];
-    let mut groups = indices.chunks_exact(SUM_LANES);
-    for group in &mut groups {
-        for (lane, &i) in lanes.iter_mut().zip(group) {
-            *lane = lane.wrapping_add(u64::from(i));
-        }
-    }
-    let rest = groups
-        .remainder()
-        .iter()
-        .fold(0u64, |acc, &i| acc.wrapping_add(u64::from(i)));
-    lanes.iter().fold(rest, |acc, &l| acc.wrapping_add(l))
+    sum_in_lanes(indices, Wrapping(0u64), |sum, &i| {
+        sum + Wrapping(u64::from(i))
+    })
+    .0
 }
 
 fn bench<T: Element>(
