@@ -3,9 +3,11 @@
 //! ids across the corpus and start writing the caches that were missing or stale.
 //!
 //! The scan reads each file in parts with positional reads, on several threads for files
-//! larger than one round of parts (see `segments`); no mmap: a file truncated while it is scanned gives a short
-//! read, not SIGBUS, and scanned pages do not count against the process's memory. Memory is
-//! one part per thread plus 24 bytes per sequence ([`build_index`]); the threaded engine's
+//! larger than one round of parts (see `segments`); no mmap: a file truncated while it is
+//! scanned gives a short read, not SIGBUS, and scanned pages do not count against the
+//! process's memory. Memory is one part per thread, the sequences found in the parts
+//! scanned ahead of the join (a fixed number per thread), and 24 bytes per sequence
+//! ([`build_index`]); the threaded engine's
 //! cold start may also keep the sequences of the parts parsed while indexing, up to the
 //! bound it asks for (`build_index_stashed`, module `stash`).
 
