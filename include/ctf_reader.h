@@ -495,11 +495,14 @@ typedef struct ctf_counters {
    */
   uint64_t cache_bytes;
   /**
-   * Seconds spent planning (walking the timeline, computing sweep orders).
+   * Seconds spent planning (walking the timeline, computing sweep orders, and in the
+   * threaded engine asking for the parts ahead).
    */
   double plan_seconds;
   /**
-   * Seconds spent copying sequences into minibatches.
+   * Seconds spent packing minibatches (copying sequences into them; in the threaded
+   * engine also finding them and waiting for a part still loading), summed over the
+   * packer threads.
    */
   double pack_seconds;
   /**

@@ -59,9 +59,12 @@ pub struct ctf_counters {
     pub wait_seconds: f64,
     /// Bytes of parsed data the chunk cache holds now.
     pub cache_bytes: u64,
-    /// Seconds spent planning (walking the timeline, computing sweep orders).
+    /// Seconds spent planning (walking the timeline, computing sweep orders, and in the
+    /// threaded engine asking for the parts ahead).
     pub plan_seconds: f64,
-    /// Seconds spent copying sequences into minibatches.
+    /// Seconds spent packing minibatches (copying sequences into them; in the threaded
+    /// engine also finding them and waiting for a part still loading), summed over the
+    /// packer threads.
     pub pack_seconds: f64,
     /// Bytes read sequence by sequence for the first minibatch after a start or restore, for
     /// the sequences whose chunks were not loaded yet (the chunks are read whole too, in
