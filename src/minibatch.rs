@@ -340,6 +340,16 @@ fn prefetch_line<E: Copy>(element: &E) {
     std::hint::black_box(*element);
 }
 
+/// Starts bringing the cache line of `field` in on x86-64; nothing elsewhere (unlike
+/// [`prefetch_line`], no read stands in for it: these are hints ahead of reads to come).
+#[inline(always)]
+fn prefetch_field<E>(field: &E) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
+    safe_arch::prefetch_t0(field);
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
+    let _ = field;
+}
+
 /// Visits the elements [`touch_lines`] reads in `span`, `step` elements to a line.
 #[inline(always)]
 fn each_touched<E>(span: &[E], step: usize, mut visit: impl FnMut(&E)) {
@@ -470,6 +480,36 @@ impl<T> Minibatch<T> {
             epoch_end: false,
             position: 0,
             defines_mb_size: None,
+        }
+    }
+}
+
+impl<T: Copy> Minibatch<T> {
+    /// Starts bringing in the streams' descriptions (`samples`, the buffers' addresses and
+    /// lengths), which a consumer reads first: a packer thread wrote them, so they are in
+    /// its core's cache, not the consumer's. See [`prefetch_buffers`](Self::prefetch_buffers).
+    pub(crate) fn prefetch_descriptions(&self) {
+        for stream in &self.streams {
+            // The fields, wherever the layout puts them, cover every line of the description.
+            prefetch_field(&stream.format);
+            prefetch_field(&stream.samples);
+            prefetch_field(&stream.values);
+            prefetch_field(&stream.row_indices);
+            prefetch_field(&stream.column_starts);
+            prefetch_field(&stream.sequence_starts);
+        }
+    }
+
+    /// Starts bringing in the first cache line of every stream buffer. Finding them reads the
+    /// descriptions, so this is for a minibatch whose descriptions were asked for a step
+    /// earlier ([`prefetch_descriptions`](Self::prefetch_descriptions)); the hardware then
+    /// follows each buffer on its own.
+    pub(crate) fn prefetch_buffers(&self) {
+        for stream in &self.streams {
+            stream.values.first().map(prefetch_line);
+            stream.row_indices.first().map(prefetch_line);
+            stream.column_starts.first().map(prefetch_line);
+            stream.sequence_starts.first().map(prefetch_line);
         }
     }
 }

@@ -777,6 +777,13 @@ impl<T: Element> MinibatchSource<T> {
                 return Ok(None);
             }
             if let Some(packed) = packer.ready.pop_front() {
+                // What the caller reads first of the next minibatches, two steps ahead.
+                if let Some(next) = packer.ready.front() {
+                    next.batch.prefetch_buffers();
+                }
+                if let Some(after) = packer.ready.get(1) {
+                    after.batch.prefetch_descriptions();
+                }
                 if let Err(e) = charge(&self.shared, &packed.charges) {
                     packer.fail(&e);
                     return Err(e);
