@@ -1284,7 +1284,7 @@ fn plan_into<T>(
     let mut batch_start = 0;
     let mut first = true;
     // Timed per batch, not per minibatch: two clock reads per minibatch cost the packing
-    // phase about 5% on minibatches of one or two sequences (see `Counters::plan_time`).
+    // phase about 5% on minibatches of one or two sequences (see `SourceCounters::plan_time`).
     let mut planning = Instant::now();
     loop {
         let position = timeline.position();
@@ -1382,7 +1382,8 @@ fn run_packer<T: Element>(
         let count = batch.len();
         let mut delivery = Vec::new();
         let mut bytes = 0;
-        // Timed per batch, less the deliveries, not per minibatch (see `Counters::pack_time`).
+        // Timed per batch, less the deliveries, not per minibatch (see
+        // `SourceCounters::pack_time`).
         let mut packing_since = Instant::now();
         for (k, next) in batch.into_iter().enumerate() {
             let mut packed = Packed {
