@@ -13,7 +13,7 @@
 //! that continues across a seam (the same id on both sides) becomes one. The index is the
 //! same whatever the number of threads or the part size; the tests compare them.
 //!
-//! The helpers take parts from one queue, whichever is free, up to eight parts per thread
+//! The helpers take parts from one queue, whichever is free, up to four parts per thread
 //! ahead of the join, so that the joining, and what the caller does with the sequences,
 //! overlap the scanning, and a helper that goes faster than another never waits for it;
 //! results that arrive before their turn wait in a small reorder buffer.
@@ -57,9 +57,12 @@ struct Job {
 /// the join takes the one whose turn it is, so a helper that gets more of a core than
 /// another (the file's own thread shares one with a helper) runs ahead of the join by
 /// several parts. With two per thread the faster helper waited for work, idle, about a
-/// tenth of the scan; eight let it go on (time to the first minibatch of the 100 MB seq
-/// file: 72.7 to 68.0 ms).
-const PARTS_AHEAD_PER_THREAD: usize = 8;
+/// tenth of the scan; four let it go on (time to the first minibatch of the 100 MB seq
+/// file: 72.7 to 67.4 ms). Eight were no faster, and the results waiting for their turn
+/// cost memory: a part of 11-byte lines, each a sequence, lists 190,000 sequences
+/// (`ctf index` of a 100 MB such file peaked at 305 MB with two, 342 MB with four, 423 MB
+/// with eight).
+const PARTS_AHEAD_PER_THREAD: usize = 4;
 
 /// What every part of a file's split rounds shares.
 struct SplitPart<'a> {
