@@ -334,20 +334,20 @@ fn touch_lines<E: Copy>(buffer: &[E], range: &Range<usize>) {
 /// does not wait for, so that many are in flight at once; a plain read elsewhere.
 #[inline(always)]
 fn prefetch_line<E: Copy>(element: &E) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
-    safe_arch::prefetch_t0(element);
+    prefetch_hint(element);
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
     std::hint::black_box(*element);
 }
 
-/// Starts bringing the cache line of `field` in on x86-64; nothing elsewhere (unlike
-/// [`prefetch_line`], no read stands in for it: these are hints ahead of reads to come).
+/// Starts bringing the cache line of `item` in on x86-64; nothing elsewhere (unlike
+/// [`prefetch_line`], no read stands in for it: a hint ahead of reads to come, for a caller
+/// that should not wait on them).
 #[inline(always)]
-fn prefetch_field<E>(field: &E) {
+fn prefetch_hint<E>(item: &E) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
-    safe_arch::prefetch_t0(field);
+    safe_arch::prefetch_t0(item);
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
-    let _ = field;
+    let _ = item;
 }
 
 /// Visits the elements [`touch_lines`] reads in `span`, `step` elements to a line.
@@ -482,21 +482,19 @@ impl<T> Minibatch<T> {
             defines_mb_size: None,
         }
     }
-}
 
-impl<T: Copy> Minibatch<T> {
     /// Starts bringing in the streams' descriptions (`samples`, the buffers' addresses and
     /// lengths), which a consumer reads first: a packer thread wrote them, so they are in
     /// its core's cache, not the consumer's. See [`prefetch_buffers`](Self::prefetch_buffers).
     pub(crate) fn prefetch_descriptions(&self) {
         for stream in &self.streams {
             // The fields, wherever the layout puts them, cover every line of the description.
-            prefetch_field(&stream.format);
-            prefetch_field(&stream.samples);
-            prefetch_field(&stream.values);
-            prefetch_field(&stream.row_indices);
-            prefetch_field(&stream.column_starts);
-            prefetch_field(&stream.sequence_starts);
+            prefetch_hint(&stream.format);
+            prefetch_hint(&stream.samples);
+            prefetch_hint(&stream.values);
+            prefetch_hint(&stream.row_indices);
+            prefetch_hint(&stream.column_starts);
+            prefetch_hint(&stream.sequence_starts);
         }
     }
 
@@ -506,10 +504,10 @@ impl<T: Copy> Minibatch<T> {
     /// follows each buffer on its own.
     pub(crate) fn prefetch_buffers(&self) {
         for stream in &self.streams {
-            stream.values.first().map(prefetch_line);
-            stream.row_indices.first().map(prefetch_line);
-            stream.column_starts.first().map(prefetch_line);
-            stream.sequence_starts.first().map(prefetch_line);
+            stream.values.first().map(prefetch_hint);
+            stream.row_indices.first().map(prefetch_hint);
+            stream.column_starts.first().map(prefetch_hint);
+            stream.sequence_starts.first().map(prefetch_hint);
         }
     }
 }
