@@ -42,10 +42,11 @@ use crate::index::{CorpusIndex, JoinedIndex, NO_MATCH};
 use crate::minibatch::{MinibatchPool, PooledMinibatch};
 use crate::parser::{Element, ParsedSequences};
 use crate::pipeline::cache::{ChunkCache, Request};
+use crate::pipeline::part_finder::PartFinder;
 use crate::reader::DiagnosticSink;
 use crate::source::{
-    check_checkpoint, check_partition, chunk_of, limit_end, minibatch_end, Charging, LoadedChunk,
-    ReadLimits, SourceCounters, SourceError,
+    check_checkpoint, check_partition, limit_end, minibatch_end, Charging, LoadedChunk, ReadLimits,
+    SourceCounters, SourceError,
 };
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::channel::{bounded, Receiver, Sender};
@@ -194,6 +195,8 @@ struct Parts {
     /// Per part: the stash piece parsed while indexing that holds it, and which of the
     /// piece's sequences are the part's; [`NO_PIECE`] for a part to read and parse.
     piece_of: Vec<(u32, std::ops::Range<u32>)>,
+    /// The part of each index ordinal.
+    finder: PartFinder,
 }
 
 /// [`Parts::piece_of`] of a part that has no stash piece.
@@ -295,7 +298,12 @@ impl Parts {
             }
             of_chunk.push(first_part..parts.len() as u32);
         }
+        let starts = parts
+            .iter()
+            .map(|(chunk, within)| index.chunk(*chunk).sequences.start + within.start)
+            .collect();
         Parts {
+            finder: PartFinder::new(starts, index.sequences.len() as u32),
             parts,
             of_chunk,
             piece_of,
@@ -353,16 +361,9 @@ impl Parts {
     }
 
     /// The part holding the sequence of index ordinal `ordinal`.
-    fn part_of_ordinal(&self, index: &CorpusIndex, ordinal: u32) -> u32 {
-        let chunk = chunk_of(index, ordinal);
-        self.part_of(chunk, ordinal - index.chunk(chunk).sequences.start)
-    }
-
-    /// The part holding sequence `within` (index within `chunk`).
-    fn part_of(&self, chunk: u32, within: u32) -> u32 {
-        let ids = self.of_chunk[chunk as usize].clone();
-        let parts = &self.parts[ids.start as usize..ids.end as usize];
-        ids.start + parts.partition_point(|(_, r)| r.end <= within) as u32
+    #[inline]
+    fn part_of_ordinal(&self, ordinal: u32) -> u32 {
+        self.finder.find(ordinal)
     }
 }
 
@@ -1315,7 +1316,7 @@ fn plan_into<T>(
                 break;
             };
             for &ordinal in &next.sequences {
-                let part = shared.parts.part_of_ordinal(&shared.index, ordinal);
+                let part = shared.parts.part_of_ordinal(ordinal);
                 if !request_once(shared, loads, requested_in.as_mut_slice(), part, sweep) {
                     return;
                 }
@@ -1564,9 +1565,9 @@ fn pack_held<T: Element>(
     // First every sequence's part (taking and charging as needed) and parsed position...
     packing.found.clear();
     for &ordinal in ordinals {
-        let chunk = chunk_of(&shared.index, ordinal);
+        let part = shared.parts.part_of_ordinal(ordinal);
+        let chunk = shared.parts.parts[part as usize].0;
         let within = ordinal - shared.index.chunk(chunk).sequences.start;
-        let part = shared.parts.part_of(chunk, within);
         let slot = match packing.slot_of[part as usize] {
             u32::MAX => {
                 let quick = (packing.quick_bytes_left > 0 && !shared.cache.holds(part))

@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod engine;
+mod part_finder;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
