@@ -32,7 +32,7 @@
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::engine::{self, fisher_yates, lemire_draw, Scheme};
+use super::engine::{self, fisher_yates, lemire_draw, ChunkSize, Scheme, Slot};
 use super::{SweepOrder, Window};
 
 /// The default choices: xoshiro256++ seeded from `seed + sweep` (the sequence stream jumped
@@ -100,9 +100,10 @@ pub fn chunk_order(chunk_count: usize, seed: u64, sweep: u64) -> Vec<u32> {
 /// The chunk order is uniform over permutations, and with a window covering the sweep so is
 /// the sequence order (every draw is then accepted and the loop is Fisher-Yates).
 ///
-/// Memory is O(sequences) of `u32`s: two per sequence while shuffling (the working
-/// permutation and each sequence's home chunk) plus the two per sequence of the result, and
-/// O(chunks) for the layout and windows.
+/// Memory is O(sequences) of `u32`s: two per sequence while shuffling (each sequence's
+/// index within its chunk and its home chunk, side by side, so that a swap moves one
+/// 8-byte slot) plus the two per sequence of the result, and O(chunks) for the layout and
+/// windows.
 ///
 /// # Panics
 ///
@@ -114,6 +115,19 @@ pub fn sweep_order(
     sweep: u64,
 ) -> SweepOrder {
     engine::sweep_order::<Block>(sequence_samples, window, seed, sweep)
+}
+
+/// [`sweep_order`] over chunks of `sizes`, as the slots `slot(home, chunk, within)` makes
+/// of the sequences, in delivery order, with the chunk order: for a caller that wants more
+/// of each sequence than its place, without a lookup per sequence afterwards.
+pub(crate) fn shuffle_sweep<P: Slot>(
+    sizes: &[ChunkSize],
+    window: Window,
+    seed: u64,
+    sweep: u64,
+    slot: impl FnMut(u32, u32, u32) -> P,
+) -> (Vec<u32>, Vec<P>) {
+    engine::shuffle_sweep::<Block, P>(sizes, window, seed, sweep, slot)
 }
 
 #[cfg(test)]

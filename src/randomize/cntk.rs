@@ -21,7 +21,7 @@
 //! never truncate, so a `seed + sweep` of 2^32 or more gives the order of CNTK on Linux, not the
 //! one of CNTK on Windows. Below 2^32 the two agree.
 
-use super::engine::{self, modulo_draw, naive_shuffle, Scheme};
+use super::engine::{self, modulo_draw, naive_shuffle, ChunkSize, Scheme, Slot};
 use super::mt19937::Mt19937_64;
 use super::Window;
 
@@ -93,9 +93,10 @@ pub fn chunk_order(chunk_count: usize, seed: u64, sweep: u64) -> Vec<u32> {
 /// rejection loop ends. A chunk without sequences owns no positions and is never the chunk
 /// containing a position, so no empty range is ever drawn from.
 ///
-/// Memory is O(sequences) of `u32`s: two per sequence while shuffling (the working
-/// permutation and each sequence's home chunk) plus the two per sequence of the result, and
-/// O(chunks) for the layout and windows.
+/// Memory is O(sequences) of `u32`s: two per sequence while shuffling (each sequence's
+/// index within its chunk and its home chunk, side by side, so that a swap moves one
+/// 8-byte slot) plus the two per sequence of the result, and O(chunks) for the layout and
+/// windows.
 ///
 /// # Panics
 ///
@@ -107,6 +108,19 @@ pub fn sweep_order(
     sweep: u64,
 ) -> SweepOrder {
     engine::sweep_order::<Cntk>(sequence_samples, window, seed, sweep)
+}
+
+/// [`sweep_order`] over chunks of `sizes`, as the slots `slot(home, chunk, within)` makes
+/// of the sequences, in delivery order, with the chunk order: for a caller that wants more
+/// of each sequence than its place, without a lookup per sequence afterwards.
+pub(crate) fn shuffle_sweep<P: Slot>(
+    sizes: &[ChunkSize],
+    window: Window,
+    seed: u64,
+    sweep: u64,
+    slot: impl FnMut(u32, u32, u32) -> P,
+) -> (Vec<u32>, Vec<P>) {
+    engine::shuffle_sweep::<Cntk, P>(sizes, window, seed, sweep, slot)
 }
 
 #[cfg(test)]

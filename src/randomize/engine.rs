@@ -112,51 +112,61 @@ pub(super) fn chunk_order<S: Scheme>(chunk_count: usize, seed: u64, sweep: u64) 
     perm
 }
 
-/// The delivery order of every sequence in sweep `sweep` (see [`super::cntk::sweep_order`]
-/// for the loop, which this implements for any [`Scheme`]).
+/// What the swap loop moves: one slot per sequence of the sweep, which knows the randomized
+/// chunk (its position in the sweep's chunk order) the sequence was laid out in, its home.
+/// The slot carries whatever its user needs of the sequence, so that the shuffled slots are
+/// the order, read in one pass, without a lookup per sequence.
+pub(crate) trait Slot: Copy {
+    /// The sequence's home chunk.
+    fn home(&self) -> u32;
+}
+
+/// A chunk as the randomizers see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkSize {
+    /// Its sequences.
+    pub(crate) sequences: u32,
+    /// The sum of its sequences' sample counts.
+    pub(crate) samples: u64,
+}
+
+/// The whole-sweep order (see [`super::cntk::sweep_order`] for the loop, which this
+/// implements for any [`Scheme`]), of chunks of `sizes`: the chunk order, and the slots
+/// `slot(home, chunk, within)` makes of each sequence (sequence `within` of original chunk
+/// `chunk`, at randomized position `home`), in delivery order.
 ///
 /// # Panics
 ///
 /// If there are more than `u32::MAX` chunks or more than `u32::MAX` sequences in the sweep.
-pub(super) fn sweep_order<S: Scheme>(
-    sequence_samples: &[Vec<u64>],
+pub(super) fn shuffle_sweep<S: Scheme, P: Slot>(
+    sizes: &[ChunkSize],
     window: Window,
     seed: u64,
     sweep: u64,
-) -> SweepOrder {
-    let chunks = chunk_order::<S>(sequence_samples.len(), seed, sweep);
+    mut slot: impl FnMut(u32, u32, u32) -> P,
+) -> (Vec<u32>, Vec<P>) {
+    let chunks = chunk_order::<S>(sizes.len(), seed, sweep);
     let n = chunks.len();
 
     // Layout of the randomized chunks: sample counts and sequence starts.
-    let chunk_samples: Vec<u64> = chunks
-        .iter()
-        .map(|&c| {
-            sequence_samples[c as usize]
-                .iter()
-                .fold(0u64, |a, &s| a.saturating_add(s))
-        })
-        .collect();
+    let chunk_samples: Vec<u64> = chunks.iter().map(|&c| sizes[c as usize].samples).collect();
     let windows = chunk_windows(&chunk_samples, window);
     // seq_starts[k] = first sequence position of randomized chunk k; seq_starts[n] = total.
     let mut seq_starts: Vec<u32> = Vec::with_capacity(n + 1);
     let mut total = 0u32;
     seq_starts.push(0);
     for &c in &chunks {
-        let count = u32::try_from(sequence_samples[c as usize].len()).ok();
-        total = count
-            .and_then(|count| total.checked_add(count))
+        total = total
+            .checked_add(sizes[c as usize].sequences)
             .expect("sweep_order: more than u32::MAX sequences in a sweep");
         seq_starts.push(total);
     }
 
-    // perm[t] = the initial position (in randomized-chunk layout) of the sequence now at t;
-    // home[t] = the randomized chunk that sequence started in (kept beside perm, so that no
-    // lookup is needed per draw).
-    let mut perm: Vec<u32> = (0..total).collect();
-    let mut home: Vec<u32> = Vec::with_capacity(total as usize);
-    for k in 0..n {
-        let count = (seq_starts[k + 1] - seq_starts[k]) as usize;
-        home.resize(home.len() + count, k as u32);
+    // The sequences in randomized-chunk layout, each slot knowing its home chunk (so that
+    // no lookup is needed per draw), moved as one: a swap touches one place per position.
+    let mut slots: Vec<P> = Vec::with_capacity(total as usize);
+    for (home, &c) in chunks.iter().enumerate() {
+        slots.extend((0..sizes[c as usize].sequences).map(|within| slot(home as u32, c, within)));
     }
     // When every window spans every chunk (a window at least as large as the corpus: the
     // default on files of up to 128 chunks), both checks of a draw below always pass; they
@@ -184,27 +194,64 @@ pub(super) fn sweep_order<S: Scheme>(
             // The draw is below range, so the sum stays below pos_end.
             let j = pos_begin + S::draw(&mut rng, range) as u32;
             if !every_chunk {
-                if !win.contains(&home[j as usize]) {
+                if !win.contains(&slots[j as usize].home()) {
                     continue;
                 }
                 // The layout chunk holding position j: one of the window's chunks.
                 let first = win.start as usize;
                 let layout_j =
                     first + seq_starts[first..win.end as usize].partition_point(|&s| s <= j) - 1;
-                if !windows[layout_j].contains(&home[t as usize]) {
+                if !windows[layout_j].contains(&slots[t as usize].home()) {
                     continue;
                 }
             }
-            perm.swap(t as usize, j as usize);
-            home.swap(t as usize, j as usize);
+            slots.swap(t as usize, j as usize);
             break;
         }
     }
+    (chunks, slots)
+}
 
-    let sequences = perm
+/// A sequence as [`sweep_order`] shuffles it: its index within its chunk, and its home.
+#[derive(Clone, Copy)]
+struct Within {
+    within: u32,
+    home: u32,
+}
+
+impl Slot for Within {
+    #[inline]
+    fn home(&self) -> u32 {
+        self.home
+    }
+}
+
+/// The delivery order of every sequence in sweep `sweep` (see [`super::cntk::sweep_order`]
+/// for the loop, which this implements for any [`Scheme`]).
+///
+/// # Panics
+///
+/// If there are more than `u32::MAX` chunks or more than `u32::MAX` sequences in the sweep.
+pub(super) fn sweep_order<S: Scheme>(
+    sequence_samples: &[Vec<u64>],
+    window: Window,
+    seed: u64,
+    sweep: u64,
+) -> SweepOrder {
+    let sizes: Vec<ChunkSize> = sequence_samples
+        .iter()
+        .map(|chunk| ChunkSize {
+            sequences: u32::try_from(chunk.len())
+                .expect("sweep_order: more than u32::MAX sequences in a sweep"),
+            samples: chunk.iter().fold(0u64, |a, &s| a.saturating_add(s)),
+        })
+        .collect();
+    let (chunks, slots) = shuffle_sweep::<S, _>(&sizes, window, seed, sweep, |home, _, within| {
+        Within { within, home }
+    });
+    let sequences = slots
         .into_iter()
-        .zip(home)
-        .map(|(p, k)| (chunks[k as usize], p - seq_starts[k as usize]))
+        .map(|s| (chunks[s.home as usize], s.within))
         .collect();
     SweepOrder { chunks, sequences }
 }

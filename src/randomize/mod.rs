@@ -24,6 +24,8 @@ pub mod cntk;
 mod engine;
 pub mod mt19937;
 
+pub(crate) use engine::{ChunkSize, Slot};
+
 /// The size of the randomization window, CNTK's `randomizationWindow` together with
 /// `sampleBasedRandomizationWindow`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -11,7 +11,7 @@
 
 use crate::config::{RandomizerKind, ReaderConfig, WindowSize};
 use crate::index::CorpusIndex;
-use crate::randomize::{block, chunk_windows, cntk, Window};
+use crate::randomize::{block, chunk_windows, cntk, ChunkSize, Slot, Window};
 
 /// What shapes a sweep's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,38 +96,58 @@ pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) ->
             chunk_position: (0..index.chunks.len() as u32).collect(),
         };
     }
-    let samples: Vec<Vec<u64>> = (0..index.chunks.len() as u32)
-        .map(|c| {
-            index
-                .chunk_sequences(c)
-                .iter()
-                .map(|e| u64::from(e.samples))
-                .collect()
+    let sizes: Vec<ChunkSize> = index
+        .chunks
+        .iter()
+        .map(|c| ChunkSize {
+            sequences: c.sequences.len() as u32,
+            samples: c.samples,
         })
         .collect();
     let window = window_of(settings);
-    let order = match settings.randomizer {
-        RandomizerKind::Block => block::sweep_order(&samples, window, settings.seed, sweep),
-        RandomizerKind::Cntk => cntk::sweep_order(&samples, window, settings.seed, sweep),
+    // Each slot carries what the plan keeps of its sequence, read in file order here, so
+    // that the plan is one pass over the shuffled slots rather than a lookup in a random
+    // order per sequence.
+    let slot = |home: u32, chunk: u32, within: u32| {
+        let ordinal = index.chunk(chunk).sequences.start + within;
+        OrderSlot {
+            ordinal,
+            samples: index.sequences[ordinal as usize].samples,
+            home,
+        }
+    };
+    let (chunks, slots) = match settings.randomizer {
+        RandomizerKind::Block => block::shuffle_sweep(&sizes, window, settings.seed, sweep, slot),
+        RandomizerKind::Cntk => cntk::shuffle_sweep(&sizes, window, settings.seed, sweep, slot),
     };
     let mut chunk_position = vec![0; index.chunks.len()];
-    for (position, &chunk) in order.chunks.iter().enumerate() {
+    for (position, &chunk) in chunks.iter().enumerate() {
         chunk_position[chunk as usize] = position as u32;
     }
-    // The counts come from the per-chunk lists above (8 bytes a sequence) rather than from
-    // the index (24), so this pass over a random order misses the cache less.
     let mut plan = SweepPlan {
-        sequences: Vec::with_capacity(order.sequences.len()),
-        samples: Vec::with_capacity(order.sequences.len()),
+        sequences: Vec::with_capacity(slots.len()),
+        samples: Vec::with_capacity(slots.len()),
         chunk_position,
     };
-    for &(chunk, i) in &order.sequences {
-        let count = samples[chunk as usize][i as usize];
-        if count > 0 {
-            plan.sequences.push(index.chunk(chunk).sequences.start + i);
-            // The index holds each count as a u32.
-            plan.samples.push(count as u32);
-        }
+    for s in slots.iter().filter(|s| s.samples > 0) {
+        plan.sequences.push(s.ordinal);
+        plan.samples.push(s.samples);
     }
     plan
+}
+
+/// A sequence as [`sweep_order`] shuffles it: its ordinal and sample count, and its home
+/// chunk (for the randomizer's window checks).
+#[derive(Clone, Copy)]
+struct OrderSlot {
+    ordinal: u32,
+    samples: u32,
+    home: u32,
+}
+
+impl Slot for OrderSlot {
+    #[inline]
+    fn home(&self) -> u32 {
+        self.home
+    }
 }
