@@ -953,7 +953,7 @@ impl<T: Element> MinibatchSource<T> {
         let mut threads = Vec::with_capacity(self.packer_threads + 1);
         for i in 0..self.packer_threads {
             let (output, delivered) = bounded::<Output<T>>(self.prefetch);
-            let (planned_to, planned) = bounded::<Option<Vec<Planned>>>(self.prefetch);
+            let (planned_to, planned) = bounded::<Option<PlannedBatch>>(self.prefetch);
             let shared = SharedArc::clone(&self.shared);
             let loads = loads.clone();
             let spawned = Builder::new()
@@ -1187,8 +1187,9 @@ struct Planned {
     /// The first minibatch after a start: the packer reads the sequences of it whose parts
     /// are not loaded yet itself (see [`quick_load`]).
     quick: bool,
-    /// Ordinals of this worker's sequences, in timeline order.
-    sequences: Vec<u32>,
+    /// Where the ordinals of this worker's sequences, in timeline order, are among its
+    /// batch's [`PlannedBatch::ordinals`].
+    sequences: std::ops::Range<usize>,
     sweep_end: bool,
     epoch_end: bool,
     /// Global position after it.
@@ -1199,6 +1200,26 @@ struct Planned {
 /// rather than per minibatch, which matters when minibatches hold a sequence or two.
 const PLAN_BATCH: usize = 32;
 
+/// Minibatches the planner hands a packer at once, and their sequences in one list: the
+/// packer frees one vector per batch that the planner's thread allocated, not one per
+/// minibatch (a free from another thread than the allocating one is the slow path of the
+/// allocator).
+#[derive(Default)]
+struct PlannedBatch {
+    minibatches: Vec<Planned>,
+    /// The ordinals of every minibatch's sequences, one minibatch after another.
+    ordinals: Vec<u32>,
+}
+
+impl PlannedBatch {
+    fn new() -> Self {
+        PlannedBatch {
+            minibatches: Vec::with_capacity(PLAN_BATCH),
+            ordinals: Vec::new(),
+        }
+    }
+}
+
 /// The planner ("randomizer") thread: walks the timeline (computing each sweep's order),
 /// asks for the chunks of the sequences up to `ahead_samples` past the minibatch it plans,
 /// and deals the minibatches' sequences to the packers ([`Dealer`]), in batches of up to
@@ -1208,7 +1229,7 @@ fn run_planner<T>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
     plan: &Plan,
-    packers: &[Sender<Option<Vec<Planned>>>],
+    packers: &[Sender<Option<PlannedBatch>>],
     routes: &Sender<usize>,
 ) {
     let mut planned = Dealer {
@@ -1216,13 +1237,13 @@ fn run_planner<T>(
         routes,
         last: packers.len().saturating_sub(1),
     };
-    let mut batch = Vec::with_capacity(PLAN_BATCH);
+    let mut batch = PlannedBatch::new();
     plan_into(shared, loads, plan, &mut planned, &mut batch);
 }
 
 /// The packers' plan queues and the consumer's routes.
 struct Dealer<'a> {
-    packers: &'a [Sender<Option<Vec<Planned>>>],
+    packers: &'a [Sender<Option<PlannedBatch>>],
     routes: &'a Sender<usize>,
     /// The packer dealt to last.
     last: usize,
@@ -1232,7 +1253,7 @@ impl Dealer<'_> {
     /// Sends `batch` to the packer with the fewest batches queued (the first of them after
     /// the one dealt to last, so by turns while they keep pace), then its number to the
     /// consumer; false once the packers or the consumer stopped.
-    fn send(&mut self, batch: Vec<Planned>) -> bool {
+    fn send(&mut self, batch: PlannedBatch) -> bool {
         let count = self.packers.len();
         let Some(packer) = (1..=count)
             .map(|k| (self.last + k) % count)
@@ -1260,10 +1281,10 @@ fn plan_into<T>(
     loads: &Sender<u32>,
     plan: &Plan,
     planned: &mut Dealer<'_>,
-    batch: &mut Vec<Planned>,
+    batch: &mut PlannedBatch,
 ) {
-    let finish = |planned: &mut Dealer<'_>, batch: &mut Vec<Planned>| {
-        if !batch.is_empty() && !planned.send(std::mem::take(batch)) {
+    let finish = |planned: &mut Dealer<'_>, batch: &mut PlannedBatch| {
+        if !batch.minibatches.is_empty() && !planned.send(std::mem::take(batch)) {
             return;
         }
         planned.end();
@@ -1281,6 +1302,8 @@ fn plan_into<T>(
     timeline.set_partition(plan.rank, plan.workers);
     timeline.seek(plan.start);
     let mut ahead = timeline.clone();
+    // The sequences of each look-ahead step, asked for and cleared.
+    let mut sequences_ahead = Vec::new();
     // Where the minibatches of `batch` start.
     let mut batch_start = 0;
     let mut first = true;
@@ -1297,7 +1320,8 @@ fn plan_into<T>(
             None => plan.size,
         };
         let (end, epoch_end) = minibatch_end(position, plan.end, plan.epoch_size);
-        let selection = timeline.next_minibatch(size, end);
+        let first_ordinal = batch.ordinals.len();
+        let selection = timeline.next_minibatch_into(size, end, &mut batch.ordinals);
         let Some(selection) = selection else {
             add_time(&shared.plan_nanos, planning);
             finish(planned, batch);
@@ -1311,11 +1335,14 @@ fn plan_into<T>(
             let sweep = position / plan.sweep_samples;
             let sweep_end = (sweep + 1).saturating_mul(plan.sweep_samples);
             let step = target.min(sweep_end) - position;
-            let next = ahead.next_minibatch(step, plan.end);
-            let Some(next) = next else {
+            sequences_ahead.clear();
+            if ahead
+                .next_minibatch_into(step, plan.end, &mut sequences_ahead)
+                .is_none()
+            {
                 break;
-            };
-            for &ordinal in &next.sequences {
+            }
+            for &ordinal in &sequences_ahead {
                 let part = shared.parts.part_of_ordinal(ordinal);
                 if !request_once(shared, loads, requested_in.as_mut_slice(), part, sweep) {
                     return;
@@ -1323,12 +1350,12 @@ fn plan_into<T>(
             }
         }
         timeline.share_sweep_ahead(&ahead);
-        if batch.is_empty() {
+        if batch.minibatches.is_empty() {
             batch_start = selection.start;
         }
-        batch.push(Planned {
+        batch.minibatches.push(Planned {
             quick: first,
-            sequences: selection.sequences,
+            sequences: first_ordinal..batch.ordinals.len(),
             sweep_end: selection.sweep_end,
             epoch_end: epoch_end.is_some_and(|e| selection.end >= e),
             end: selection.end,
@@ -1336,9 +1363,9 @@ fn plan_into<T>(
         // A batch also ends after `batch_span`, so that the packers never lag the requests
         // by more than the cache holds.
         let span = selection.end - batch_start;
-        if first || batch.len() == PLAN_BATCH || span >= plan.batch_span {
+        if first || batch.minibatches.len() == PLAN_BATCH || span >= plan.batch_span {
             first = false;
-            let full = std::mem::replace(batch, Vec::with_capacity(PLAN_BATCH));
+            let full = std::mem::replace(batch, PlannedBatch::new());
             add_time(&shared.plan_nanos, planning);
             if !planned.send(full) {
                 return; // the packers stopped
@@ -1357,7 +1384,7 @@ fn plan_into<T>(
 fn run_packer<T: Element>(
     shared: &Shared<T>,
     loads: &Sender<u32>,
-    planned: &Receiver<Option<Vec<Planned>>>,
+    planned: &Receiver<Option<PlannedBatch>>,
     output: &Sender<Output<T>>,
 ) {
     let deliver = |out: Output<T>| output.send(out).is_ok();
@@ -1380,19 +1407,20 @@ fn run_packer<T: Element>(
                 return;
             }
         };
-        let count = batch.len();
+        let count = batch.minibatches.len();
         let mut delivery = Vec::new();
         let mut bytes = 0;
         // Timed per batch, less the deliveries, not per minibatch (see
         // `SourceCounters::pack_time`).
         let mut packing_since = Instant::now();
-        for (k, next) in batch.into_iter().enumerate() {
+        for (k, next) in batch.minibatches.into_iter().enumerate() {
             let mut packed = Packed {
                 batch: shared.pool.take_pooled(),
                 charges: Vec::new(),
             };
             packing.quick_bytes_left = if next.quick { QUICK_BYTES } else { 0 };
-            let outcome = pack_held(shared, loads, &mut packing, &next.sequences, &mut packed);
+            let sequences = &batch.ordinals[next.sequences.clone()];
+            let outcome = pack_held(shared, loads, &mut packing, sequences, &mut packed);
             let ends_turn = k + 1 == count;
             if ends_turn {
                 packing.release();
@@ -1778,26 +1806,26 @@ mod tests {
         Some((seqs.sequences[p].key, samples))
     }
 
-    /// Dropping the source while the load queue is full parses none of the queued parts:
-    /// with the default window the queue holds the whole corpus, which the loaders would
-    /// otherwise parse before the drop returns.
     /// A planned batch of one minibatch whose only sequence is `ordinal`.
-    fn batch_of(ordinal: u32) -> Vec<Planned> {
-        vec![Planned {
-            quick: false,
-            sequences: vec![ordinal],
-            sweep_end: false,
-            epoch_end: false,
-            end: u64::from(ordinal) + 1,
-        }]
+    fn batch_of(ordinal: u32) -> PlannedBatch {
+        PlannedBatch {
+            minibatches: vec![Planned {
+                quick: false,
+                sequences: 0..1,
+                sweep_end: false,
+                epoch_end: false,
+                end: u64::from(ordinal) + 1,
+            }],
+            ordinals: vec![ordinal],
+        }
     }
 
     /// The first sequence of each batch queued for a packer, and whether the end follows.
-    fn queued(planned: &Receiver<Option<Vec<Planned>>>) -> (Vec<u32>, bool) {
+    fn queued(planned: &Receiver<Option<PlannedBatch>>) -> (Vec<u32>, bool) {
         let mut firsts = Vec::new();
         while let Ok(batch) = planned.try_recv() {
             match batch {
-                Some(batch) => firsts.push(batch[0].sequences[0]),
+                Some(batch) => firsts.push(batch.ordinals[batch.minibatches[0].sequences.start]),
                 None => return (firsts, true),
             }
         }
@@ -1806,7 +1834,7 @@ mod tests {
 
     #[test]
     fn batches_go_to_the_packer_with_the_fewest_queued_and_their_routes_to_the_consumer() {
-        let channels: Vec<_> = (0..3).map(|_| bounded::<Option<Vec<Planned>>>(8)).collect();
+        let channels: Vec<_> = (0..3).map(|_| bounded::<Option<PlannedBatch>>(8)).collect();
         let senders: Vec<_> = channels.iter().map(|(s, _)| s.clone()).collect();
         let (route_to, routes) = bounded::<usize>(16);
         // Packer 0 is two batches behind, packer 1 one.
@@ -1834,7 +1862,7 @@ mod tests {
 
     #[test]
     fn dealing_fails_once_the_consumer_or_the_packer_is_gone() {
-        let (to_packer, packer) = bounded::<Option<Vec<Planned>>>(4);
+        let (to_packer, packer) = bounded::<Option<PlannedBatch>>(4);
         let (route_to, routes) = bounded::<usize>(4);
         let senders = [to_packer];
         let mut dealer = Dealer {
@@ -1875,6 +1903,9 @@ mod tests {
         assert_eq!(batch_span(60_000, 0, 0), 60_000.min(BATCH_TEXT_BYTES));
     }
 
+    /// Dropping the source while the load queue is full parses none of the queued parts:
+    /// with the default window the queue holds the whole corpus, which the loaders would
+    /// otherwise parse before the drop returns.
     #[test]
     fn loaders_drop_the_queued_requests_once_the_cache_is_closed() {
         let dir = tempfile::tempdir().unwrap();

@@ -160,6 +160,21 @@ impl Timeline {
     /// The next minibatch of about `size` samples (at least one sequence), not starting at
     /// or after `end`; `None` once the position has reached `end`.
     pub fn next_minibatch(&mut self, size: u64, end: u64) -> Option<Selection> {
+        let mut sequences = Vec::new();
+        let mut selection = self.next_minibatch_into(size, end, &mut sequences)?;
+        selection.sequences = sequences;
+        Some(selection)
+    }
+
+    /// [`next_minibatch`](Self::next_minibatch), appending this worker's sequences to
+    /// `sequences` (the selection's own list is left empty): for a caller that collects
+    /// many minibatches' sequences in one vector.
+    pub fn next_minibatch_into(
+        &mut self,
+        size: u64,
+        end: u64,
+        sequences: &mut Vec<u32>,
+    ) -> Option<Selection> {
         if self.position >= end {
             return None;
         }
@@ -180,7 +195,7 @@ impl Timeline {
             }
             selection.global_samples += samples;
             if owner {
-                selection.sequences.push(ordinal);
+                sequences.push(ordinal);
             }
             self.advance(samples);
         }
