@@ -9,10 +9,13 @@
 //! a stage that fails sends its error as an item (`Result<T, E>`), so it arrives in order
 //! after the items before it.
 //!
-//! A normal build wraps `crossbeam_channel::bounded`. Under `cfg(loom)` the same API is a
-//! small implementation on the [`crate::sync`] shim's `Mutex` and two `Condvar`s (a queue and
-//! the counts of live senders and receivers), which loom can model-check; crossbeam's channel
-//! is not loom-aware and loom has no bounded channel.
+//! A normal build wraps `crossbeam_channel::bounded`; a send or receive that has to wait
+//! keeps trying for up to 200 microseconds before it sleeps, while the waits of its end stay
+//! that short (waking a sleeping thread costs tens of microseconds on a virtual machine).
+//! Under `cfg(loom)` the same API is a small implementation on the [`crate::sync`] shim's
+//! `Mutex` and two `Condvar`s (a queue and the counts of live senders and receivers), which
+//! loom can model-check; crossbeam's channel is not loom-aware and loom has no bounded
+//! channel.
 //!
 //! Capacity 0 (a rendezvous channel) is not supported: [`bounded`] panics on it.
 
@@ -182,23 +185,110 @@ impl fmt::Display for TryRecvError {
 
 impl std::error::Error for TryRecvError {}
 
-/// The normal build: `crossbeam_channel`'s bounded channel, its errors mapped to ours.
+/// The normal build: `crossbeam_channel`'s bounded channel, its errors mapped to ours, and
+/// a blocked send or receive that keeps trying a while before it sleeps ([`Polling`]).
 #[cfg(not(loom))]
 mod backend {
     use super::{RecvError, SendError, TryRecvError};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// How long a send into a full channel, or a receive from an empty one, keeps trying
+    /// (giving its core to any other runnable thread between tries) before it sleeps.
+    ///
+    /// On a virtual machine a thread woken on an idle core starts tens of microseconds
+    /// later (the core has to be woken first). On the 2-core VM of README "Performance",
+    /// `ctf bench`'s consumer slept after most deliveries, and `perf sched` showed each
+    /// wake-up 20 to 40 microseconds late and its core idle for about a quarter of the
+    /// packing phase. Most waits between the pipeline's stages are shorter than this: the
+    /// phase after the first minibatch went from 34.0 to 29.3 ms on ragged and from 27.9 to
+    /// 24.6 ms on seq (100 MB gen_ctf.py files).
+    pub(super) const POLL_FOR: Duration = Duration::from_micros(200);
+
+    /// Whether an end of a channel tries before it sleeps: while its waits are short. A
+    /// wait that outlasts [`POLL_FOR`] (a consumer that is slower than the pipeline, say,
+    /// or a loader with nothing to load) makes the next one sleep at once, so a slow
+    /// partner costs no CPU per wait; a wait shorter than that brings the trying back.
+    #[derive(Debug)]
+    pub(super) struct Polling(AtomicBool);
+
+    impl Polling {
+        pub(super) fn new() -> Self {
+            Polling(AtomicBool::new(true))
+        }
+
+        /// Starts a wait, after a first try found the channel full or empty.
+        pub(super) fn start(&self) -> Wait<'_> {
+            Wait {
+                polling: self,
+                since: Instant::now(),
+                trying: self.0.load(Ordering::Relaxed),
+            }
+        }
+
+        /// Records a wait that ended in a sleep, of `waited` in all: the next tries first
+        /// when trying would have been enough for this one.
+        pub(super) fn record(&self, waited: Duration) {
+            self.0.store(waited < POLL_FOR, Ordering::Relaxed);
+        }
+    }
+
+    /// One wait of a channel end ([`Polling::start`]).
+    pub(super) struct Wait<'a> {
+        polling: &'a Polling,
+        since: Instant,
+        /// Whether it still tries before sleeping.
+        pub(super) trying: bool,
+    }
+
+    impl Wait<'_> {
+        /// Whether to try again (after yielding the core), or sleep.
+        pub(super) fn try_again(&mut self) -> bool {
+            self.trying = self.trying && self.since.elapsed() < POLL_FOR;
+            if self.trying {
+                std::thread::yield_now();
+            }
+            self.trying
+        }
+
+        /// Records, once the sleep ended, whether trying would have been enough.
+        pub(super) fn slept(self) {
+            self.polling.record(self.since.elapsed());
+        }
+    }
 
     pub(super) fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
         let (sender, receiver) = crossbeam_channel::bounded(capacity);
-        (Sender(sender), Receiver(receiver))
+        (
+            Sender(sender, Polling::new()),
+            Receiver(receiver, Polling::new()),
+        )
     }
 
-    pub(super) struct Sender<T>(crossbeam_channel::Sender<T>);
+    pub(super) struct Sender<T>(crossbeam_channel::Sender<T>, Polling);
 
-    pub(super) struct Receiver<T>(crossbeam_channel::Receiver<T>);
+    pub(super) struct Receiver<T>(crossbeam_channel::Receiver<T>, Polling);
 
     impl<T> Sender<T> {
         pub(super) fn send(&self, value: T) -> Result<(), SendError<T>> {
-            self.0.send(value).map_err(|e| SendError(e.into_inner()))
+            use crossbeam_channel::TrySendError;
+            let value = match self.0.try_send(value) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(value)) => return Err(SendError(value)),
+                Err(TrySendError::Full(value)) => value,
+            };
+            let mut wait = self.1.start();
+            let mut value = value;
+            while wait.try_again() {
+                value = match self.0.try_send(value) {
+                    Ok(()) => return Ok(()),
+                    Err(TrySendError::Disconnected(value)) => return Err(SendError(value)),
+                    Err(TrySendError::Full(value)) => value,
+                };
+            }
+            let sent = self.0.send(value).map_err(|e| SendError(e.into_inner()));
+            wait.slept();
+            sent
         }
 
         pub(super) fn len(&self) -> usize {
@@ -208,7 +298,27 @@ mod backend {
 
     impl<T> Receiver<T> {
         pub(super) fn recv(&self) -> Result<T, RecvError> {
-            self.0.recv().map_err(|_| RecvError)
+            if let Some(taken) = self.taken() {
+                return taken;
+            }
+            let mut wait = self.1.start();
+            while wait.try_again() {
+                if let Some(taken) = self.taken() {
+                    return taken;
+                }
+            }
+            let received = self.0.recv().map_err(|_| RecvError);
+            wait.slept();
+            received
+        }
+
+        /// [`recv`](Self::recv)'s outcome if it need not wait.
+        fn taken(&self) -> Option<Result<T, RecvError>> {
+            match self.try_recv() {
+                Ok(value) => Some(Ok(value)),
+                Err(TryRecvError::Disconnected) => Some(Err(RecvError)),
+                Err(TryRecvError::Empty) => None,
+            }
         }
 
         pub(super) fn try_recv(&self) -> Result<T, TryRecvError> {
@@ -221,13 +331,13 @@ mod backend {
 
     impl<T> Clone for Sender<T> {
         fn clone(&self) -> Self {
-            Sender(self.0.clone())
+            Sender(self.0.clone(), Polling::new())
         }
     }
 
     impl<T> Clone for Receiver<T> {
         fn clone(&self) -> Self {
-            Receiver(self.0.clone())
+            Receiver(self.0.clone(), Polling::new())
         }
     }
 }
@@ -498,6 +608,48 @@ mod tests {
         assert_eq!(rx.try_recv(), Ok(7));
         assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
         assert_eq!(rx.recv(), Err(RecvError));
+    }
+
+    #[test]
+    fn an_end_tries_before_sleeping_only_while_its_waits_are_short() {
+        use backend::{Polling, POLL_FOR};
+        let polling = Polling::new();
+        assert!(polling.start().trying, "a new end tries first");
+        polling.record(POLL_FOR * 2);
+        assert!(
+            !polling.start().trying,
+            "after a long wait it sleeps at once"
+        );
+        polling.record(POLL_FOR / 4);
+        assert!(polling.start().trying, "after a short one it tries again");
+        let mut wait = polling.start();
+        std::thread::sleep(POLL_FOR * 2);
+        assert!(!wait.try_again(), "a wait stops trying after POLL_FOR");
+    }
+
+    #[test]
+    fn items_keep_their_order_through_waits_of_any_length() {
+        // A ping-pong through two one-item channels: most waits end while trying; the
+        // pauses make some outlast it and sleep.
+        let (to_echo, echo_in) = bounded(1);
+        let (echo_out, back) = bounded(1);
+        let echo = thread::spawn(move || {
+            for (i, item) in echo_in.iter().enumerate() {
+                if i % 100 == 99 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                echo_out.send(item).unwrap();
+            }
+        });
+        let mut got = Vec::new();
+        for i in 0..1000u32 {
+            to_echo.send(i).unwrap();
+            got.push(back.recv().unwrap());
+        }
+        drop(to_echo);
+        echo.join().unwrap();
+        assert_eq!(got, (0..1000).collect::<Vec<_>>());
+        assert_eq!(back.recv(), Err(RecvError));
     }
 
     #[test]
