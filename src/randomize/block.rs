@@ -32,12 +32,12 @@
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::engine::{self, fisher_yates, lemire_draw, ChunkSize, Scheme, Slot};
+use super::engine::{self, fisher_yates, lemire_draw, Scheme};
 use super::{SweepOrder, Window};
 
 /// The default choices: xoshiro256++ seeded from `seed + sweep` (the sequence stream jumped
 /// ahead), unbiased draws, Fisher-Yates chunk shuffle.
-struct Block;
+pub(crate) struct Block;
 
 impl Scheme for Block {
     const FORWARD_ONLY: bool = true;
@@ -115,19 +115,6 @@ pub fn sweep_order(
     sweep: u64,
 ) -> SweepOrder {
     engine::sweep_order::<Block>(sequence_samples, window, seed, sweep)
-}
-
-/// [`sweep_order`] over chunks of `sizes`, as the slots `slot(home, chunk, within)` makes
-/// of the sequences, in delivery order, with the chunk order: for a caller that wants more
-/// of each sequence than its place, without a lookup per sequence afterwards.
-pub(crate) fn shuffle_sweep<P: Slot>(
-    sizes: &[ChunkSize],
-    window: Window,
-    seed: u64,
-    sweep: u64,
-    slot: impl FnMut(u32, u32, u32) -> P,
-) -> (Vec<u32>, Vec<P>) {
-    engine::shuffle_sweep::<Block, P>(sizes, window, seed, sweep, slot)
 }
 
 #[cfg(test)]

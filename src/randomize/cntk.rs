@@ -21,7 +21,7 @@
 //! never truncate, so a `seed + sweep` of 2^32 or more gives the order of CNTK on Linux, not the
 //! one of CNTK on Windows. Below 2^32 the two agree.
 
-use super::engine::{self, modulo_draw, naive_shuffle, ChunkSize, Scheme, Slot};
+use super::engine::{self, modulo_draw, naive_shuffle, Scheme};
 use super::mt19937::Mt19937_64;
 use super::Window;
 
@@ -33,7 +33,7 @@ pub type CntkWindow = Window;
 
 /// CNTK's choices: `std::mt19937_64` seeded with `seed + sweep` for both shuffles, `%` draws,
 /// the naive chunk shuffle.
-struct Cntk;
+pub(crate) struct Cntk;
 
 impl Scheme for Cntk {
     const FORWARD_ONLY: bool = false;
@@ -108,19 +108,6 @@ pub fn sweep_order(
     sweep: u64,
 ) -> SweepOrder {
     engine::sweep_order::<Cntk>(sequence_samples, window, seed, sweep)
-}
-
-/// [`sweep_order`] over chunks of `sizes`, as the slots `slot(home, chunk, within)` makes
-/// of the sequences, in delivery order, with the chunk order: for a caller that wants more
-/// of each sequence than its place, without a lookup per sequence afterwards.
-pub(crate) fn shuffle_sweep<P: Slot>(
-    sizes: &[ChunkSize],
-    window: Window,
-    seed: u64,
-    sweep: u64,
-    slot: impl FnMut(u32, u32, u32) -> P,
-) -> (Vec<u32>, Vec<P>) {
-    engine::shuffle_sweep::<Cntk, P>(sizes, window, seed, sweep, slot)
 }
 
 #[cfg(test)]

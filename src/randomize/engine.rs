@@ -9,7 +9,7 @@
 use super::{chunk_windows, SweepOrder, Window};
 
 /// A source of uniformly distributed 64-bit words.
-pub(super) trait Generator {
+pub(crate) trait Generator {
     /// The next 64-bit output.
     fn next_u64(&mut self) -> u64;
 }
@@ -29,7 +29,7 @@ impl Generator for rand_xoshiro::Xoshiro256PlusPlus {
 }
 
 /// How a randomizer turns seeds into generators and generator output into shuffles.
-pub(super) trait Scheme {
+pub(crate) trait Scheme {
     /// The generator of both shuffles.
     type Rng: Generator;
     /// The generator of the chunk shuffle of sweep `sweep`.
@@ -138,7 +138,7 @@ pub(crate) struct ChunkSize {
 /// # Panics
 ///
 /// If there are more than `u32::MAX` chunks or more than `u32::MAX` sequences in the sweep.
-pub(super) fn shuffle_sweep<S: Scheme, P: Slot>(
+pub(crate) fn shuffle_sweep<S: Scheme, P: Slot>(
     sizes: &[ChunkSize],
     window: Window,
     seed: u64,

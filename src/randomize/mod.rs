@@ -24,7 +24,7 @@ pub mod cntk;
 mod engine;
 pub mod mt19937;
 
-pub(crate) use engine::{ChunkSize, Slot};
+pub(crate) use engine::{shuffle_sweep, ChunkSize, Slot};
 
 /// The size of the randomization window, CNTK's `randomizationWindow` together with
 /// `sampleBasedRandomizationWindow`.

@@ -11,7 +11,7 @@
 
 use crate::config::{RandomizerKind, ReaderConfig, WindowSize};
 use crate::index::CorpusIndex;
-use crate::randomize::{block, chunk_windows, cntk, ChunkSize, Slot, Window};
+use crate::randomize::{block, chunk_windows, cntk, shuffle_sweep, ChunkSize, Slot, Window};
 
 /// What shapes a sweep's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -117,8 +117,12 @@ pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) ->
         }
     };
     let (chunks, slots) = match settings.randomizer {
-        RandomizerKind::Block => block::shuffle_sweep(&sizes, window, settings.seed, sweep, slot),
-        RandomizerKind::Cntk => cntk::shuffle_sweep(&sizes, window, settings.seed, sweep, slot),
+        RandomizerKind::Block => {
+            shuffle_sweep::<block::Block, _>(&sizes, window, settings.seed, sweep, slot)
+        }
+        RandomizerKind::Cntk => {
+            shuffle_sweep::<cntk::Cntk, _>(&sizes, window, settings.seed, sweep, slot)
+        }
     };
     let mut chunk_position = vec![0; index.chunks.len()];
     for (position, &chunk) in chunks.iter().enumerate() {
