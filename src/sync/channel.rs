@@ -272,13 +272,12 @@ mod backend {
     impl<T> Sender<T> {
         pub(super) fn send(&self, value: T) -> Result<(), SendError<T>> {
             use crossbeam_channel::TrySendError;
-            let value = match self.0.try_send(value) {
+            let mut value = match self.0.try_send(value) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Disconnected(value)) => return Err(SendError(value)),
                 Err(TrySendError::Full(value)) => value,
             };
             let mut wait = self.1.start();
-            let mut value = value;
             while wait.try_again() {
                 value = match self.0.try_send(value) {
                     Ok(()) => return Ok(()),
