@@ -231,6 +231,33 @@ mod backend {
         pub(super) fn record(&self, waited: Duration) {
             self.0.store(waited < POLL_FOR, Ordering::Relaxed);
         }
+
+        /// One send or receive of this end: `attempt` (with what it carries, `state`,
+        /// handed back when it could not complete) once, then again while this end tries
+        /// before sleeping ([`Wait::try_again`]), then `block`, recording how long the wait
+        /// took.
+        fn complete<S, R>(
+            &self,
+            mut state: S,
+            mut attempt: impl FnMut(S) -> Result<R, S>,
+            block: impl FnOnce(S) -> R,
+        ) -> R {
+            let mut wait = None;
+            loop {
+                state = match attempt(state) {
+                    Ok(done) => return done,
+                    Err(state) => state,
+                };
+                if !wait.get_or_insert_with(|| self.start()).try_again() {
+                    break;
+                }
+            }
+            let done = block(state);
+            if let Some(wait) = wait {
+                wait.slept();
+            }
+            done
+        }
     }
 
     /// One wait of a channel end ([`Polling::start`]).
@@ -272,22 +299,15 @@ mod backend {
     impl<T> Sender<T> {
         pub(super) fn send(&self, value: T) -> Result<(), SendError<T>> {
             use crossbeam_channel::TrySendError;
-            let mut value = match self.0.try_send(value) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Disconnected(value)) => return Err(SendError(value)),
-                Err(TrySendError::Full(value)) => value,
-            };
-            let mut wait = self.1.start();
-            while wait.try_again() {
-                value = match self.0.try_send(value) {
-                    Ok(()) => return Ok(()),
-                    Err(TrySendError::Disconnected(value)) => return Err(SendError(value)),
-                    Err(TrySendError::Full(value)) => value,
-                };
-            }
-            let sent = self.0.send(value).map_err(|e| SendError(e.into_inner()));
-            wait.slept();
-            sent
+            self.1.complete(
+                value,
+                |value| match self.0.try_send(value) {
+                    Ok(()) => Ok(Ok(())),
+                    Err(TrySendError::Disconnected(value)) => Ok(Err(SendError(value))),
+                    Err(TrySendError::Full(value)) => Err(value),
+                },
+                |value| self.0.send(value).map_err(|e| SendError(e.into_inner())),
+            )
         }
 
         pub(super) fn len(&self) -> usize {
@@ -297,27 +317,15 @@ mod backend {
 
     impl<T> Receiver<T> {
         pub(super) fn recv(&self) -> Result<T, RecvError> {
-            if let Some(taken) = self.taken() {
-                return taken;
-            }
-            let mut wait = self.1.start();
-            while wait.try_again() {
-                if let Some(taken) = self.taken() {
-                    return taken;
-                }
-            }
-            let received = self.0.recv().map_err(|_| RecvError);
-            wait.slept();
-            received
-        }
-
-        /// [`recv`](Self::recv)'s outcome if it need not wait.
-        fn taken(&self) -> Option<Result<T, RecvError>> {
-            match self.try_recv() {
-                Ok(value) => Some(Ok(value)),
-                Err(TryRecvError::Disconnected) => Some(Err(RecvError)),
-                Err(TryRecvError::Empty) => None,
-            }
+            self.1.complete(
+                (),
+                |()| match self.try_recv() {
+                    Ok(value) => Ok(Ok(value)),
+                    Err(TryRecvError::Disconnected) => Ok(Err(RecvError)),
+                    Err(TryRecvError::Empty) => Err(()),
+                },
+                |()| self.0.recv().map_err(|_| RecvError),
+            )
         }
 
         pub(super) fn try_recv(&self) -> Result<T, TryRecvError> {
