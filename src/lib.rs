@@ -45,6 +45,7 @@ pub mod index;
 pub mod minibatch;
 pub mod parser;
 pub mod pipeline;
+mod prefetch;
 pub mod randomize;
 pub mod reader;
 pub mod source;

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use crate::config::{InputConfig, StorageFormat};
 use crate::parser::{Element, InputColumn, ParsedSequences};
+use crate::prefetch::prefetch_hint;
 
 /// Most stored values a sparse stream of one minibatch may hold: its column starts are `u32`.
 const MAX_SPARSE_VALUES: usize = u32::MAX as usize;
@@ -331,23 +332,13 @@ fn touch_lines<E: Copy>(buffer: &[E], range: &Range<usize>) {
 }
 
 /// Starts bringing the cache line of `element` in: a prefetch on x86-64, which the core
-/// does not wait for, so that many are in flight at once; a plain read elsewhere.
+/// does not wait for, so that many are in flight at once; a plain read elsewhere (unlike
+/// [`prefetch_hint`], which does nothing there).
 #[inline(always)]
 fn prefetch_line<E: Copy>(element: &E) {
     prefetch_hint(element);
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
     std::hint::black_box(*element);
-}
-
-/// Starts bringing the cache line of `item` in on x86-64; nothing elsewhere (unlike
-/// [`prefetch_line`], no read stands in for it: a hint ahead of reads to come, for a caller
-/// that should not wait on them).
-#[inline(always)]
-fn prefetch_hint<E>(item: &E) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
-    safe_arch::prefetch_t0(item);
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
-    let _ = item;
 }
 
 /// Visits the elements [`touch_lines`] reads in `span`, `step` elements to a line.
