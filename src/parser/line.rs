@@ -6,6 +6,10 @@
 //! skipped; comments (`|#` up to the next `|` not followed by `#`) are skipped. Every problem
 //! becomes a [`Diagnostic`] and marks the line as erroneous; the caller invalidates the
 //! sequence. Parsing then resumes at the next `|`, so one line can report several errors.
+//!
+//! Lines repeat a few shapes, so the parser remembers, after each input and at a line's
+//! start, the bytes that led to the next sample's values the last time ([`SampleStart`]), and
+//! takes a sample whose leading bytes are those with one comparison.
 
 use memchr::memchr2;
 
@@ -123,6 +127,79 @@ pub struct LineParser {
     /// Most samples, and stored values of a sparse input, a column may hold
     /// ([`MAX_COLUMN_ENTRIES`]; lowered in tests).
     max_entries: usize,
+    /// Per input, then (the last slot) for a line's start: how the next sample began the
+    /// last time it was found the long way after that input ([`SampleStart`]).
+    next_sample: Box<[SampleStart]>,
+}
+
+/// The bytes from where a sample's search starts (a line's content, or the end of the
+/// sample before) up to the next sample's values: whitespace, `|`, a configured input's alias
+/// and the byte that ended it, at most 8 bytes in all; and what the parser found in them.
+/// The same bytes in the same place give the same sample, so the parser takes it with one
+/// comparison instead of looking at them one by one. A corpus repeats a few line shapes, so
+/// they match on most lines: ` |x ` after the id on every line of a sequence, `|tag ` after
+/// `|word`'s values.
+#[derive(Clone, Copy, Debug)]
+struct SampleStart {
+    /// The bytes, little-endian in a word.
+    bits: u64,
+    /// Which bytes of a word they are (0 while nothing was learnt, with `bits` 1: nothing
+    /// matches).
+    mask: u64,
+    /// Offset of the `|` from the search's start.
+    pipe: usize,
+    /// Offset of the alias's end (where the values start).
+    values: usize,
+    /// The input the alias names.
+    input: usize,
+}
+
+impl SampleStart {
+    /// Matches nothing.
+    const NONE: SampleStart = SampleStart {
+        bits: 1,
+        mask: 0,
+        pipe: 0,
+        values: 0,
+        input: 0,
+    };
+
+    /// The sample whose search starts at `pos`, as `(pipe, input, values)`, if the bytes
+    /// there are the ones learnt.
+    #[inline(always)]
+    fn matches(&self, buf: &[u8], pos: usize) -> Option<(usize, usize, usize)> {
+        let word = word_at(buf, pos)?;
+        (word & self.mask == self.bits).then_some((pos + self.pipe, self.input, pos + self.values))
+    }
+
+    /// What to learn from a search that started at `pos` and found the sample of `input`
+    /// with its `|` at `pipe` and values from `values` (the byte there ended the alias):
+    /// `None` unless only whitespace came before the `|` and it all fits in a word.
+    fn learn(buf: &[u8], pos: usize, pipe: usize, input: usize, values: usize) -> Option<Self> {
+        let len = values + 1 - pos;
+        if len > 8 || skip_space(buf, pos) != pipe {
+            return None;
+        }
+        let mask = if len == 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * len)) - 1
+        };
+        Some(SampleStart {
+            bits: word_at(buf, pos)? & mask,
+            mask,
+            pipe: pipe - pos,
+            values: values - pos,
+            input,
+        })
+    }
+}
+
+/// The 8 bytes at `buf[pos..]` as a little-endian word, if there are 8.
+#[inline(always)]
+fn word_at(buf: &[u8], pos: usize) -> Option<u64> {
+    let chunk = buf.get(pos..pos.checked_add(8)?)?;
+    Some(u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?))
 }
 
 /// Byte classes, looked up in one table load instead of several comparisons.
@@ -246,6 +323,7 @@ impl LineParser {
             seen_on: vec![0; inputs.len()],
             stamp: 0,
             max_entries: MAX_COLUMN_ENTRIES,
+            next_sample: vec![SampleStart::NONE; inputs.len() + 1].into_boxed_slice(),
         }
     }
 
@@ -366,40 +444,48 @@ impl LineParser {
         // The input named last on the line, for the guess at the next name.
         let mut before = self.guess.line_start();
         loop {
-            pos = skip_space(buf, pos);
-            let b = buf[pos];
-            if b == b'\n' {
-                break;
-            }
-            if b != b'|' {
-                report.error(
-                    pos,
-                    format!(
-                        "unexpected {} where a sample ('|name') should start",
-                        describe_byte(b)
-                    ),
-                );
-                pos = next_pipe(buf, pos + 1);
-                continue;
-            }
-            let pipe = pos;
-            pos += 1;
-            if buf[pos] == b'#' {
-                pos = comment_end(buf, pos + 1);
-                continue;
-            }
-            let name_start = pos;
-            let (input, values) = match self.match_packed(buf, pos, before) {
+            let (pipe, input, values) = match self.next_sample[before].matches(buf, pos) {
                 Some(found) => found,
                 None => {
-                    pos = name_end(buf, pos);
-                    match self.known_name(buf, name_start, pos, pipe, &mut report) {
-                        Ok(input) => (input, pos),
-                        Err(resume) => {
-                            pos = resume;
-                            continue;
-                        }
+                    let from = pos;
+                    pos = skip_space(buf, pos);
+                    let b = buf[pos];
+                    if b == b'\n' {
+                        break;
                     }
+                    if b != b'|' {
+                        report.error(
+                            pos,
+                            format!(
+                                "unexpected {} where a sample ('|name') should start",
+                                describe_byte(b)
+                            ),
+                        );
+                        pos = next_pipe(buf, pos + 1);
+                        continue;
+                    }
+                    let pipe = pos;
+                    pos += 1;
+                    if buf[pos] == b'#' {
+                        pos = comment_end(buf, pos + 1);
+                        continue;
+                    }
+                    let name_start = pos;
+                    let (input, values) = match self.match_packed(buf, pos, before) {
+                        Some(found) => found,
+                        None => {
+                            pos = name_end(buf, pos);
+                            match self.known_name(buf, name_start, pos, pipe, &mut report) {
+                                Ok(input) => (input, pos),
+                                Err(resume) => {
+                                    pos = resume;
+                                    continue;
+                                }
+                            }
+                        }
+                    };
+                    self.learn_sample_start(buf, before, from, pipe, input, values);
+                    (pipe, input, values)
                 }
             };
             pos = values;
@@ -435,6 +521,23 @@ impl LineParser {
         }
         outcome.errors = report.errors;
         (outcome, pos)
+    }
+
+    /// Learns, for the sample after `before`, the bytes of a search that started at `from`
+    /// and found the sample of `input` the long way ([`SampleStart`]).
+    #[cold]
+    fn learn_sample_start(
+        &mut self,
+        buf: &[u8],
+        before: usize,
+        from: usize,
+        pipe: usize,
+        input: usize,
+        values: usize,
+    ) {
+        if let Some(learnt) = SampleStart::learn(buf, from, pipe, input, values) {
+            self.next_sample[before] = learnt;
+        }
     }
 
     /// Handles the name spanning `name_start..name_end` (after the `|` at `pipe`) the slow
@@ -832,6 +935,114 @@ mod tests {
             [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 1.0, 1.0, 1.0]
         );
         assert_eq!(out.columns[1].indices(), [1, 2, 3]);
+    }
+
+    /// Pieces of lines: samples of both inputs, an unconfigured input, comments, whitespace,
+    /// and bytes that are errors where they land.
+    const PIECES: [&str; 16] = [
+        "|s 1:1",
+        "|s 2:3 4:1",
+        "|d 1 2 3",
+        "|d 4 5",
+        "|x 7",
+        "|# c ",
+        "|#",
+        " ",
+        "\t",
+        "|",
+        "|s",
+        "|d",
+        "1:1 ",
+        "9",
+        "|s 1:1 |s 2:2",
+        "|dd 1",
+    ];
+
+    proptest::proptest! {
+        /// One parser reading line after line (learning how samples start) gives what a new
+        /// parser for each line gives: the same samples, values and diagnostics.
+        #[test]
+        fn learnt_sample_starts_change_nothing(
+            lines in proptest::collection::vec(
+                proptest::collection::vec(0..PIECES.len(), 0..6),
+                1..16,
+            )
+        ) {
+            let inputs = inputs();
+            // One buffer, so that the 8 bytes read at a sample's start may run into the next
+            // line.
+            let mut text = String::new();
+            let mut starts = Vec::new();
+            for pieces in &lines {
+                starts.push(text.len());
+                text.extend(pieces.iter().map(|&p| PIECES[p]));
+                text.push('\n');
+            }
+            let buf = text.as_bytes();
+            let mut learning = LineParser::new(&inputs);
+            let (mut out, mut diags) = (ParsedSequences::<f64>::new(&inputs), Vec::new());
+            let (mut fresh_out, mut fresh_diags) = (ParsedSequences::<f64>::new(&inputs), Vec::new());
+            for (k, &start) in starts.iter().enumerate() {
+                let line = k as u64 + 1;
+                let learnt = learning.parse_line(buf, start, start, line, &mut out, &mut diags);
+                let fresh = LineParser::new(&inputs)
+                    .parse_line(buf, start, start, line, &mut fresh_out, &mut fresh_diags);
+                proptest::prop_assert_eq!(learnt, fresh, "line {}: {:?}", line, text);
+            }
+            proptest::prop_assert_eq!(format!("{diags:?}"), format!("{fresh_diags:?}"));
+            proptest::prop_assert_eq!(format!("{out:?}"), format!("{fresh_out:?}"));
+        }
+    }
+
+    #[test]
+    fn a_learnt_sample_start_is_taken_only_where_its_bytes_are() {
+        let inputs = inputs();
+        let mut parser = LineParser::new(&inputs);
+        let mut out = ParsedSequences::<f64>::new(&inputs);
+        let mut diags = Vec::new();
+        // ` |s ` is learnt on the first line; the others begin with the same bytes but name
+        // another input, or go on differently, or begin alike but with a tab, or name the
+        // input twice. (Each line is followed by another: a sample's start is compared as 8
+        // bytes, so the last bytes of the text are read the long way.)
+        let text =
+            " |s 1:1 |d 1 2 3\n |sd 1\n |s 2:1 |d 4 5 6\n |s\t3:1\n |s 4:1 |s 5:1\n |s 6:1\n";
+        let mut start = 0;
+        let mut outcomes = Vec::new();
+        for (k, line) in text.lines().enumerate() {
+            let (outcome, end) = parser.parse_line(
+                text.as_bytes(),
+                start,
+                start,
+                k as u64 + 1,
+                &mut out,
+                &mut diags,
+            );
+            outcomes.push(outcome);
+            assert_eq!(end, start + line.len());
+            start = end + 1;
+        }
+        assert_eq!(out.columns[1].indices(), [1, 2, 3, 4, 6]);
+        assert_eq!(
+            out.columns[0].values().to_vec(),
+            [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        );
+        let errors: Vec<(u64, u64)> = diags.iter().map(|d| (d.line, d.col)).collect();
+        assert_eq!(errors, [(5, 9)], "{diags:?}");
+        assert_eq!(
+            outcomes[4],
+            LineOutcome {
+                samples: 2,
+                errors: 1
+            }
+        );
+        // `sd` is not configured: skipped, not taken for `s`.
+        assert_eq!(
+            outcomes[1],
+            LineOutcome {
+                samples: 0,
+                errors: 0
+            }
+        );
     }
 
     #[test]
