@@ -125,6 +125,14 @@ struct OpenSequence {
     /// The id's bytes as written on the line that opened the sequence (as a little-endian
     /// word), when they are 1 to 7 digits; [`NO_ID_BYTES`] otherwise.
     id_bytes: u64,
+    /// The id's bytes and the byte after them on the line that opened the sequence (a
+    /// little-endian word, `id_lead_mask` covering them), when the id is 1 to 7 digits: a
+    /// line that begins with them continues the sequence (the byte after the id is no digit),
+    /// found with one comparison. Otherwise a mask of 0 and bits of 1, which match nothing.
+    id_lead: u64,
+    id_lead_mask: u64,
+    /// The id's length in bytes, where `id_lead` is set.
+    id_len: usize,
     line: u64,
     counted_lines: u32,
     errors: u32,
@@ -506,16 +514,22 @@ impl<T: Element> StreamParser<T> {
         }
         // The id: digits at the very start of the line (ignored in line mode, like CNTK). A
         // line whose id bytes are those of the line that opened the open sequence continues
-        // it (most lines of a file of sequences), without reading the id's value.
+        // it (most lines of a file of sequences), without reading the id's value: at once when
+        // the byte after them is the same too (no digit counting), else by counting them.
         let word = load_word(buf, start);
-        let digits = leading_digits(word);
-        let continues = digits > 0
-            && digits < 8
-            && matches!(&self.open, Some(o) if o.id_bytes == low_bytes(word, digits));
-        let content = if continues {
-            start + digits as usize
-        } else {
-            self.open_line(buf, start, word, digits, line_no)
+        let content = match &self.open {
+            Some(o) if word & o.id_lead_mask == o.id_lead => start + o.id_len,
+            _ => {
+                let digits = leading_digits(word);
+                let continues = digits > 0
+                    && digits < 8
+                    && matches!(&self.open, Some(o) if o.id_bytes == low_bytes(word, digits));
+                if continues {
+                    start + digits as usize
+                } else {
+                    self.open_line(buf, start, word, digits, line_no)
+                }
+            }
         };
         let before = self.diags.len();
         let (outcome, line_end) = if ROOM_CHECKED {
@@ -592,6 +606,10 @@ impl<T: Element> StreamParser<T> {
                     self.begin_sequence(id.unwrap_or(u64::MAX), id, line_no, start);
                     if let (Some(open), Some(_), 1..=7) = (&mut self.open, id, digits) {
                         open.id_bytes = low_bytes(word, digits);
+                        // The id and the byte after it: 2 to 8 bytes.
+                        open.id_lead_mask = u64::MAX >> (8 * (7 - digits));
+                        open.id_lead = word & open.id_lead_mask;
+                        open.id_len = digits as usize;
                     }
                     match id {
                         None => self.sequence_error(
@@ -634,6 +652,9 @@ impl<T: Element> StreamParser<T> {
             key,
             id,
             id_bytes: NO_ID_BYTES,
+            id_lead: 1,
+            id_lead_mask: 0,
+            id_len: 0,
             line,
             counted_lines: 0,
             errors: 0,
@@ -897,6 +918,21 @@ mod tests {
         assert_eq!(p.lines, [1, 4, 5, 6, 8]);
         assert!(p.errors.is_empty(), "{:?}", p.errors);
         assert_eq!(p.counts.lines, 9);
+    }
+
+    #[test]
+    fn a_line_continues_by_its_ids_bytes_and_the_byte_after_or_the_long_way() {
+        // Lines beginning with the opening line's id and the byte after it (a space here,
+        // 8 bytes for the 7-digit id) continue at once; a tab or `|` after the id, or a line
+        // of just the id, continue the long way; `123` is not `12` followed by a digit.
+        let p = parse(concat!(
+            "1234567 |a 1 |b\n1234567 |a 2\n1234567\t|a 3\n1234567|a 4\n",
+            "12 |a 5 |b\n123 |a 6 |b\n123 |a 7\n1 |a 8 |b\n1\n1 |a 9\n",
+        ));
+        assert_eq!(p.keys, [1_234_567, 12, 123, 1]);
+        assert_eq!(p.lines, [1, 5, 6, 8]);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        assert_eq!(p.counts.lines, 10);
     }
 
     #[test]
