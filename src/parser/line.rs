@@ -148,7 +148,7 @@ struct SampleStart {
     mask: u64,
     /// Offset of the `|` from the search's start.
     pipe: usize,
-    /// Offset of the alias's end (where the values start).
+    /// Offset of the values: the alias's end, or the byte after it when that is whitespace.
     values: usize,
     /// The input the alias names.
     input: usize,
@@ -185,11 +185,14 @@ impl SampleStart {
         } else {
             (1u64 << (8 * len)) - 1
         };
+        // Whitespace that ended the alias (a space, tab or carriage return) is skipped too:
+        // the sample's values are read from past the whitespace before them either way.
+        let skip = usize::from(is_space(buf[values]));
         Some(SampleStart {
             bits: word_at(buf, pos)? & mask,
             mask,
             pipe: pipe - pos,
-            values: values - pos,
+            values: values + skip - pos,
             input,
         })
     }
