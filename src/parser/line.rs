@@ -8,7 +8,7 @@
 //! sequence. Parsing then resumes at the next `|`, so one line can report several errors.
 //!
 //! Lines repeat a few shapes, so the parser remembers, after each input and at a line's
-//! start, the bytes that led to the next sample's values the last time ([`SampleStart`]), and
+//! start, the bytes that led to the next sample's values the last time (`SampleStart`), and
 //! takes a sample whose leading bytes are those with one comparison.
 
 use memchr::memchr2;
