@@ -130,6 +130,9 @@ pub struct LineParser {
     /// Per input, then (the last slot) for a line's start: how the next sample began the
     /// last time it was found the long way after that input ([`SampleStart`]).
     next_sample: Box<[SampleStart]>,
+    /// The last line parsed the general way held one sample and no error: the next one is
+    /// worth trying as a line of a single value ([`single_value_line`](Self::single_value_line)).
+    single_sample_lines: bool,
 }
 
 /// The bytes from where a sample's search starts (a line's content, or the end of the
@@ -327,6 +330,7 @@ impl LineParser {
             stamp: 0,
             max_entries: MAX_COLUMN_ENTRIES,
             next_sample: vec![SampleStart::NONE; inputs.len() + 1].into_boxed_slice(),
+            single_sample_lines: false,
         }
     }
 
@@ -417,6 +421,68 @@ impl LineParser {
     #[inline]
     pub(crate) fn max_entries(&self) -> usize {
         self.max_entries
+    }
+
+    /// Takes the line whose content starts at `content_start` when it is a single value: the
+    /// sample start learnt for a line's first sample, then one value of a dense input of
+    /// dim 1 or one `index:digit` entry of a sparse input, then the line feed. Appends the
+    /// sample as [`parse_line_checking`](Self::parse_line_checking) would and returns the
+    /// position of the line feed; `None`, appending nothing, for any other line (the caller
+    /// then parses it the general way).
+    ///
+    /// Lines of one value (`id |x 12345`, `id |x 678:1`) are whole corpora: ragged sequences
+    /// of scalars or of one-hot ids. They skip the general loop's per-line and per-sample
+    /// steps (the line's diagnostics sink, the repeated-input check, the format dispatch,
+    /// the search for another sample after the value), about half the instructions of such
+    /// a line. The caller must have checked the columns' room for the text, as for
+    /// [`parse_line_checking`](Self::parse_line_checking) without `CHECK_ROOM`.
+    #[inline(always)]
+    pub(crate) fn single_value_line<T: Element>(
+        &self,
+        buf: &[u8],
+        content_start: usize,
+        out: &mut ParsedSequences<T>,
+    ) -> Option<usize> {
+        if !self.single_sample_lines {
+            return None;
+        }
+        let (_, input, values) =
+            self.next_sample[self.guess.line_start()].matches(buf, content_start)?;
+        let column = &mut out.columns[input];
+        match self.formats[input] {
+            StorageFormat::Dense => {
+                if self.dims[input] != 1 {
+                    return None;
+                }
+                // `dense_sample` reads the value with the same function; the line feed
+                // right after it ends both the sample and the line.
+                let (value, end) = scan_entry_value::<T>(buf, values).ok()?;
+                if buf[end] != b'\n' {
+                    return None;
+                }
+                let at = column.push_zero_sample();
+                column.set_dense_value(at, value);
+                Some(end)
+            }
+            StorageFormat::Sparse => {
+                // `sparse_sample`'s fast path for a sample's first entry, then the line feed.
+                // `buf` ends with a line feed, so a byte follows the `:` and the digit: each
+                // read is within `buf` once the one before it matched.
+                let (index, digits) = leading_digits_value(buf, values)?;
+                let colon = values + digits;
+                if buf[colon] != b':' || index >= self.dims[input] as u64 {
+                    return None;
+                }
+                let digit = buf[colon + 1].wrapping_sub(b'0');
+                if digit > 9 || buf[colon + 2] != b'\n' {
+                    return None;
+                }
+                let sample_start = column.entry_count();
+                column.push_entry(index as u32, 0, sample_start, EntryValue::Byte(digit));
+                column.end_sparse_sample(sample_start);
+                Some(colon + 2)
+            }
+        }
     }
 
     /// [`parse_line`](Self::parse_line), checking the column limit at every sample when
@@ -523,6 +589,7 @@ impl LineParser {
             };
         }
         outcome.errors = report.errors;
+        self.single_sample_lines = outcome.samples == 1 && outcome.errors == 0;
         (outcome, pos)
     }
 
@@ -995,6 +1062,123 @@ mod tests {
             proptest::prop_assert_eq!(format!("{diags:?}"), format!("{fresh_diags:?}"));
             proptest::prop_assert_eq!(format!("{out:?}"), format!("{fresh_out:?}"));
         }
+    }
+
+    /// Lines around the single-value fast path, for an input `e` (dense, dim 1) and `s`
+    /// (sparse, dim 10): those it takes, and those it must leave to the general parse
+    /// (another value or entry after the first, whitespace or a comment before the line
+    /// feed, values it does not read at once, entries out of range or malformed, errors).
+    const SINGLE_LINES: [&str; 34] = [
+        "|e 5",
+        " |e 5",
+        "|e 0",
+        "|e 255",
+        "|e 256",
+        "|e 99999",
+        "|e 12345678",
+        "|e -3",
+        "|e 1.5",
+        "|e 1e3",
+        "|e 7 ",
+        "|e  7",
+        "|e\t7",
+        "|e 7|# c",
+        "|e",
+        "|e x",
+        "|e 1 2",
+        "|e 5x",
+        "|s 3:1",
+        " |s 9:9",
+        "|s 0:0",
+        "|s 10:1",
+        "|s 3:12",
+        "|s 3:x",
+        "|s 3:1 ",
+        "|s 3:1 4:1",
+        "|s 3",
+        "|s 1234567:1",
+        "|s 3:1 |e 4",
+        "|e 4 |s 3:1",
+        "|d 1 2 3",
+        "|x 1",
+        "",
+        "|# c",
+    ];
+
+    proptest::proptest! {
+        /// A parser that tries each line as a single value first, as the stream parser
+        /// does, gives what a new parser for each line gives the general way: the same
+        /// samples, values, diagnostics and line ends.
+        #[test]
+        fn single_value_lines_parse_as_the_general_way(
+            lines in proptest::collection::vec(0..SINGLE_LINES.len(), 1..24)
+        ) {
+            let inputs = vec![
+                InputConfig::dense("dense", 1).with_alias("e"),
+                InputConfig::sparse("sparse", 10).with_alias("s"),
+                InputConfig::dense("three", 3).with_alias("d"),
+            ];
+            let mut text = String::new();
+            let mut starts = Vec::new();
+            for &line in &lines {
+                starts.push(text.len());
+                text.push_str(SINGLE_LINES[line]);
+                text.push('\n');
+            }
+            let buf = text.as_bytes();
+            let mut trying = LineParser::new(&inputs);
+            let (mut out, mut diags) = (ParsedSequences::<f32>::new(&inputs), Vec::new());
+            let (mut fresh_out, mut fresh_diags) = (ParsedSequences::<f32>::new(&inputs), Vec::new());
+            for (k, &start) in starts.iter().enumerate() {
+                let line = k as u64 + 1;
+                let tried = match trying.single_value_line(buf, start, &mut out) {
+                    Some(end) => {
+                        // The stream parser counts its whole text at once.
+                        out.count_text(end + 1 - start);
+                        (LineOutcome { samples: 1, errors: 0 }, end)
+                    }
+                    None => trying.parse_line(buf, start, start, line, &mut out, &mut diags),
+                };
+                let fresh = LineParser::new(&inputs)
+                    .parse_line(buf, start, start, line, &mut fresh_out, &mut fresh_diags);
+                proptest::prop_assert_eq!(tried, fresh, "line {}: {:?}", line, text);
+            }
+            proptest::prop_assert_eq!(format!("{diags:?}"), format!("{fresh_diags:?}"));
+            proptest::prop_assert_eq!(format!("{out:?}"), format!("{fresh_out:?}"));
+        }
+    }
+
+    #[test]
+    fn single_value_lines_are_taken_after_a_line_of_one_sample() {
+        let inputs = vec![
+            InputConfig::dense("dense", 1).with_alias("e"),
+            InputConfig::sparse("sparse", 10).with_alias("s"),
+        ];
+        let text = "|e 5\n|e 300\n|e 2.5\n|s 3:2\n|s 4:1\n|s 4:1 |e 1\n|s 7:1\n|s 8:1\n|s 9:1\n";
+        let buf = text.as_bytes();
+        let mut parser = LineParser::new(&inputs);
+        let mut out = ParsedSequences::<f32>::new(&inputs);
+        let mut diags = Vec::new();
+        let mut taken = Vec::new();
+        let mut start = 0;
+        for line in 1..=9 {
+            let end = match parser.single_value_line(buf, start, &mut out) {
+                Some(end) => {
+                    taken.push(line);
+                    end
+                }
+                None => parser.parse_line(buf, start, start, line, &mut out, &mut diags).1,
+            };
+            start = end + 1;
+        }
+        // Line 1 has no line before it; `|s` is not the start learnt on line 3 (4); line 6
+        // holds a second sample after its entry, and line 7 follows a line of two samples;
+        // the sample start is compared as 8 bytes, and line 9 leaves fewer in the buffer.
+        assert_eq!(taken, [2, 3, 5, 8]);
+        assert!(diags.is_empty());
+        let dense: Vec<f32> = out.columns[0].values().iter().collect();
+        assert_eq!(dense, [5.0, 300.0, 2.5, 1.0]);
+        assert_eq!(out.columns[1].indices(), [3, 4, 4, 7, 8, 9]);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use memchr::{memchr, memrchr};
 use crate::config::InputConfig;
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{BufferLengths, ParsedSequences, SequenceInfo};
-use crate::parser::line::{skip_space, LineParser};
+use crate::parser::line::{skip_space, LineOutcome, LineParser};
 use crate::parser::number::Element;
 use crate::parser::word::{leading_digits, load_word, low_bytes};
 
@@ -532,7 +532,20 @@ impl<T: Element> StreamParser<T> {
             }
         };
         let before = self.diags.len();
-        let (outcome, line_end) = if ROOM_CHECKED {
+        let single = if ROOM_CHECKED {
+            self.lines.single_value_line(buf, content, &mut self.out)
+        } else {
+            None
+        };
+        let (outcome, line_end) = if let Some(line_end) = single {
+            (
+                LineOutcome {
+                    samples: 1,
+                    errors: 0,
+                },
+                line_end,
+            )
+        } else if ROOM_CHECKED {
             self.lines.parse_line_checking::<T, false>(
                 buf,
                 start,
@@ -784,6 +797,7 @@ fn parse_long_id(digits: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parser::columns::Sample;
 
     fn inputs() -> Vec<InputConfig> {
         vec![InputConfig::dense("a", 1), InputConfig::sparse("b", 5)]
@@ -918,6 +932,53 @@ mod tests {
         assert_eq!(p.lines, [1, 4, 5, 6, 8]);
         assert!(p.errors.is_empty(), "{:?}", p.errors);
         assert_eq!(p.counts.lines, 9);
+    }
+
+    #[test]
+    fn lines_of_a_single_value_group_and_count_like_any_other() {
+        // After its first line each sequence is lines of one value (`a`, dense of dim 1) or
+        // one entry (`b`), most of them taken at once by the single-value path; an entry it
+        // does not take (index 9 is past dim 5) is reported by the general parse.
+        let text = concat!(
+            "1 |a 1 |b 0:1\n1 |a 2\n1 |a 300\n1 |a -4\n",
+            "2 |a 5 |b 1:1\n2 |b 2:3\n2 |b 4:1\n",
+            "3 |a 6\n3 |a 7\n3 |b 9:1\n",
+        );
+        let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+        p.start_file(0);
+        p.feed(text.as_bytes()).unwrap();
+        p.finish_file().unwrap();
+        let c = p.counts();
+        assert_eq!(
+            (c.lines, c.sequences, c.invalid_sequences, c.errors, c.warnings),
+            (10, 2, 1, 1, 0)
+        );
+        assert_eq!(p.diagnostics()[0].line, 10);
+        let out = p.sequences();
+        assert_eq!(out.sequences.iter().map(|s| s.key).collect::<Vec<_>>(), [1, 2]);
+        let dense = |seq: usize| -> Vec<f32> {
+            out.samples(seq, 0)
+                .flat_map(|s| match s {
+                    Sample::Dense(values) => values.to_vec(),
+                    Sample::Sparse { .. } => panic!("a is dense"),
+                })
+                .collect()
+        };
+        let sparse = |seq: usize| -> Vec<(Vec<u32>, Vec<f32>)> {
+            out.samples(seq, 1)
+                .map(|s| match s {
+                    Sample::Sparse { indices, values } => (indices.to_vec(), values.to_vec()),
+                    Sample::Dense(_) => panic!("b is sparse"),
+                })
+                .collect()
+        };
+        assert_eq!(dense(0), [1.0, 2.0, 300.0, -4.0]);
+        assert_eq!(sparse(0), [(vec![0], vec![1.0])]);
+        assert_eq!(dense(1), [5.0]);
+        assert_eq!(
+            sparse(1),
+            [(vec![1], vec![1.0]), (vec![2], vec![3.0]), (vec![4], vec![1.0])]
+        );
     }
 
     #[test]
