@@ -323,7 +323,7 @@ impl<T: Element> InputColumn<T> {
 
     /// Appends a stored value of the sparse sample being read, which started at entry
     /// `sample_start`; `after` is the index before it in the sample (0 for its first).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_entry(
         &mut self,
         index: u32,
@@ -405,7 +405,7 @@ impl<T: Element> InputColumn<T> {
 
     /// Appends a zero-filled dense sample of `dim` values, to be set by
     /// [`set_dense_value`](Self::set_dense_value); returns where it starts.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_zero_sample(&mut self) -> usize {
         let start = self.stored_value_count();
         match self.value_tier {
@@ -417,7 +417,7 @@ impl<T: Element> InputColumn<T> {
 
     /// Sets value `at` of a dense column (within the values held), widening the tier first
     /// when it cannot hold the value.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn set_dense_value(&mut self, at: usize, value: EntryValue<T>) {
         match (self.value_tier, value) {
             (ValueTier::Stored, value) => self.values[at] = value.value(),
@@ -434,7 +434,7 @@ impl<T: Element> InputColumn<T> {
     }
 
     /// Ends the sparse sample being read, whose stored values start at `start`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn end_sparse_sample(&mut self, start: usize) {
         let end = self.indices.len();
         if !self.single_entries {

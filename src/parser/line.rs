@@ -9,7 +9,9 @@
 //!
 //! Lines repeat a few shapes, so the parser remembers, after each input and at a line's
 //! start, the bytes that led to the next sample's values the last time (`SampleStart`), and
-//! takes a sample whose leading bytes are those with one comparison.
+//! takes a sample whose leading bytes are those with one comparison. A line that holds just
+//! one value there (`id |x 12345`, `id |x 678:1`, whole corpora of ragged sequences) is taken
+//! in one step, without the general loop (`single_value_line`).
 
 use memchr::memchr2;
 
@@ -133,6 +135,43 @@ pub struct LineParser {
     /// The last line parsed the general way held one sample and no error: the next one is
     /// worth trying as a line of a single value ([`single_value_line`](Self::single_value_line)).
     single_sample_lines: bool,
+    /// The samples of the last line parsed the general way when it held two to
+    /// [`QUICK_SAMPLES`] and no error, else 0: the next line is worth trying as a line of
+    /// that many single values ([`single_values_line`](Self::single_values_line)).
+    several_sample_lines: u32,
+    /// Lines left before [`single_values_line`](Self::single_values_line) tries one again.
+    quick_pause: u8,
+}
+
+/// Most samples of a line [`LineParser::single_values_line`] takes.
+const QUICK_SAMPLES: usize = 4;
+
+/// Lines not tried as lines of several single values after one that failed past its first
+/// sample start: a failure there costs a value read twice, so on other data (lines of two
+/// bags of words, say) one line in 17 is tried.
+const QUICK_PAUSE: u8 = 16;
+
+/// A value [`LineParser::single_values_line`] found: a dense input's value, or a sparse
+/// entry's index and one-digit value.
+#[derive(Clone, Copy)]
+enum QuickValue<T> {
+    Dense(EntryValue<T>),
+    Entry(u32, u8),
+}
+
+/// The `index:digit` entry of a sparse input of dim `dim` at `buf[pos..]`, as `sparse_sample`
+/// takes it at once (1 to 7 index digits, a one-digit value), and the position past it.
+#[inline(always)]
+fn quick_entry(buf: &[u8], pos: usize, dim: usize) -> Option<(u32, u8, usize)> {
+    // `buf` ends with a line feed, so a byte follows the `:` and the digit: each read is
+    // within `buf` once the one before it matched.
+    let (index, digits) = leading_digits_value(buf, pos)?;
+    let colon = pos + digits;
+    if buf[colon] != b':' || index >= dim as u64 {
+        return None;
+    }
+    let digit = buf[colon + 1].wrapping_sub(b'0');
+    (digit <= 9).then_some((index as u32, digit, colon + 2))
 }
 
 /// The bytes from where a sample's search starts (a line's content, or the end of the
@@ -331,6 +370,8 @@ impl LineParser {
             max_entries: MAX_COLUMN_ENTRIES,
             next_sample: vec![SampleStart::NONE; inputs.len() + 1].into_boxed_slice(),
             single_sample_lines: false,
+            several_sample_lines: 0,
+            quick_pause: 0,
         }
     }
 
@@ -423,6 +464,26 @@ impl LineParser {
         self.max_entries
     }
 
+    /// Takes the line whose content starts at `content_start` in one step when it is a line
+    /// of single values found where the parser learnt their samples start:
+    /// [`single_value_line`](Self::single_value_line) or
+    /// [`single_values_line`](Self::single_values_line). Returns the samples appended and the
+    /// position of the line feed; `None`, appending nothing, when the line is to be parsed
+    /// the general way. The caller must have checked the columns' room for the text, as for
+    /// [`parse_line_checking`](Self::parse_line_checking) without `CHECK_ROOM`.
+    #[inline(always)]
+    pub(crate) fn quick_line<T: Element>(
+        &mut self,
+        buf: &[u8],
+        content_start: usize,
+        out: &mut ParsedSequences<T>,
+    ) -> Option<(u32, usize)> {
+        if let Some(line_end) = self.single_value_line(buf, content_start, out) {
+            return Some((1, line_end));
+        }
+        self.single_values_line(buf, content_start, out)
+    }
+
     /// Takes the line whose content starts at `content_start` when it is a single value: the
     /// sample start learnt for a line's first sample, then one value of a dense input of
     /// dim 1 or one `index:digit` entry of a sparse input, then the line feed. Appends the
@@ -433,8 +494,12 @@ impl LineParser {
     /// Lines of one value (`id |x 12345`, `id |x 678:1`) are whole corpora: ragged sequences
     /// of scalars or of one-hot ids. They skip the general loop's per-line and per-sample
     /// steps (the line's diagnostics sink, the repeated-input check, the format dispatch,
-    /// the search for another sample after the value), about half the instructions of such
-    /// a line. The caller must have checked the columns' room for the text, as for
+    /// the search for another sample after the value): a third of the instructions of the
+    /// whole parse of such corpora (seed 004's rows and ragged, `callgrind`). A line is tried
+    /// only after one of a single sample parsed the general way, or taken here, so that
+    /// lines of several samples (`|word … |tag …`) do not pay for the attempt.
+    ///
+    /// The caller must have checked the columns' room for the text, as for
     /// [`parse_line_checking`](Self::parse_line_checking) without `CHECK_ROOM`.
     #[inline(always)]
     pub(crate) fn single_value_line<T: Element>(
@@ -482,6 +547,107 @@ impl LineParser {
                 column.end_sparse_sample(sample_start);
                 Some(colon + 2)
             }
+        }
+    }
+
+    /// [`single_value_line`](Self::single_value_line) for lines of two to [`QUICK_SAMPLES`]
+    /// samples (`id |word 4567:1 |tag 12:1`): each a single value found where the parser
+    /// learnt it after the sample before, then only whitespace up to the next `|` or the
+    /// line feed, each of a different input. Appends the samples as
+    /// [`parse_line_checking`](Self::parse_line_checking) would, and returns how many and
+    /// the position of the line feed; `None`, appending nothing, for any other line.
+    ///
+    /// A line is tried only after one of several samples parsed the general way, and not
+    /// for the next [`QUICK_PAUSE`] lines after one that failed past its first sample start
+    /// (samples of several values, as in lines of two bags of words).
+    #[inline(always)]
+    pub(crate) fn single_values_line<T: Element>(
+        &mut self,
+        buf: &[u8],
+        content_start: usize,
+        out: &mut ParsedSequences<T>,
+    ) -> Option<(u32, usize)> {
+        if self.several_sample_lines < 2 {
+            return None;
+        }
+        if self.quick_pause > 0 {
+            self.quick_pause -= 1;
+            return None;
+        }
+        let mut found = [(0usize, QuickValue::<T>::Entry(0, 0)); QUICK_SAMPLES];
+        let mut count = 0;
+        let mut before = self.guess.line_start();
+        let mut pos = content_start;
+        loop {
+            // The first sample's start not where it was learnt: not a line of the learnt
+            // shape (a sequence's first line, say), and the next may be, so no pause.
+            let (_, input, values) = match self.next_sample[before].matches(buf, pos) {
+                Some(found) => found,
+                None if count == 0 => return None,
+                None => {
+                    self.quick_pause = QUICK_PAUSE;
+                    return None;
+                }
+            };
+            let value = self
+                .quick_value::<T>(buf, input, values)
+                .filter(|_| count < QUICK_SAMPLES)
+                .filter(|_| found[..count].iter().all(|&(seen, _)| seen != input));
+            let Some((value, end)) = value else {
+                self.quick_pause = QUICK_PAUSE;
+                return None;
+            };
+            found[count] = (input, value);
+            count += 1;
+            pos = skip_space(buf, end);
+            match buf[pos] {
+                b'\n' => break,
+                b'|' => before = input,
+                _ => {
+                    self.quick_pause = QUICK_PAUSE;
+                    return None;
+                }
+            }
+        }
+        for &(input, value) in &found[..count] {
+            let column = &mut out.columns[input];
+            match value {
+                QuickValue::Dense(value) => {
+                    let at = column.push_zero_sample();
+                    column.set_dense_value(at, value);
+                }
+                QuickValue::Entry(index, digit) => {
+                    let sample_start = column.entry_count();
+                    column.push_entry(index, 0, sample_start, EntryValue::Byte(digit));
+                    column.end_sparse_sample(sample_start);
+                }
+            }
+        }
+        Some((count as u32, pos))
+    }
+
+    /// The single value of the sample of `input` whose values start at `values`, and the
+    /// position just past it, if the sample begins with one
+    /// [`single_values_line`](Self::single_values_line) takes (whether it is the sample's
+    /// only value is for the caller to check).
+    #[inline(always)]
+    fn quick_value<T: Element>(
+        &self,
+        buf: &[u8],
+        input: usize,
+        values: usize,
+    ) -> Option<(QuickValue<T>, usize)> {
+        match self.formats[input] {
+            StorageFormat::Dense => {
+                if self.dims[input] != 1 {
+                    return None;
+                }
+                // `dense_sample` reads the value with the same function.
+                let (value, end) = scan_entry_value::<T>(buf, values).ok()?;
+                Some((QuickValue::Dense(value), end))
+            }
+            StorageFormat::Sparse => quick_entry(buf, values, self.dims[input])
+                .map(|(index, digit, end)| (QuickValue::Entry(index, digit), end)),
         }
     }
 
@@ -590,6 +756,12 @@ impl LineParser {
         }
         outcome.errors = report.errors;
         self.single_sample_lines = outcome.samples == 1 && outcome.errors == 0;
+        self.several_sample_lines =
+            if outcome.samples as usize <= QUICK_SAMPLES && outcome.errors == 0 {
+                outcome.samples
+            } else {
+                0
+            };
         (outcome, pos)
     }
 
@@ -1064,11 +1236,11 @@ mod tests {
         }
     }
 
-    /// Lines around the single-value fast path, for an input `e` (dense, dim 1) and `s`
-    /// (sparse, dim 10): those it takes, and those it must leave to the general parse
-    /// (another value or entry after the first, whitespace or a comment before the line
-    /// feed, values it does not read at once, entries out of range or malformed, errors).
-    const SINGLE_LINES: [&str; 34] = [
+    /// Lines around the quick paths of lines of single values, for inputs `e` (dense, dim 1),
+    /// `s` (sparse, dim 10) and `d` (dense, dim 3): those they take, and those they must
+    /// leave to the general parse (another value or entry after the first, a comment, values
+    /// not read at once, entries out of range or malformed, a repeated input, errors).
+    const SINGLE_LINES: [&str; 42] = [
         "|e 5",
         " |e 5",
         "|e 0",
@@ -1087,6 +1259,7 @@ mod tests {
         "|e x",
         "|e 1 2",
         "|e 5x",
+        "|e 5-1",
         "|s 3:1",
         " |s 9:9",
         "|s 0:0",
@@ -1098,7 +1271,14 @@ mod tests {
         "|s 3",
         "|s 1234567:1",
         "|s 3:1 |e 4",
+        "|s 3:1 |e 4 ",
+        "|s 3:1\t|e 4",
         "|e 4 |s 3:1",
+        "|e 4 |s 3:1 |d 1 2 3",
+        "|s 3:1 |e 4 |s 5:1",
+        "|e 1 |e 2",
+        "|s 3:1 |x 4",
+        "|s 3:1 |# c |e 4",
         "|d 1 2 3",
         "|x 1",
         "",
@@ -1106,12 +1286,12 @@ mod tests {
     ];
 
     proptest::proptest! {
-        /// A parser that tries each line as a single value first, as the stream parser
-        /// does, gives what a new parser for each line gives the general way: the same
-        /// samples, values, diagnostics and line ends.
+        /// A parser that tries each line as a line of single values first, as the stream
+        /// parser does, gives what a new parser for each line gives the general way: the
+        /// same samples, values, diagnostics and line ends.
         #[test]
         fn single_value_lines_parse_as_the_general_way(
-            lines in proptest::collection::vec(0..SINGLE_LINES.len(), 1..24)
+            lines in proptest::collection::vec(0..SINGLE_LINES.len(), 1..40)
         ) {
             let inputs = vec![
                 InputConfig::dense("dense", 1).with_alias("e"),
@@ -1131,11 +1311,11 @@ mod tests {
             let (mut fresh_out, mut fresh_diags) = (ParsedSequences::<f32>::new(&inputs), Vec::new());
             for (k, &start) in starts.iter().enumerate() {
                 let line = k as u64 + 1;
-                let tried = match trying.single_value_line(buf, start, &mut out) {
-                    Some(end) => {
+                let tried = match trying.quick_line(buf, start, &mut out) {
+                    Some((samples, end)) => {
                         // The stream parser counts its whole text at once.
                         out.count_text(end + 1 - start);
-                        (LineOutcome { samples: 1, errors: 0 }, end)
+                        (LineOutcome { samples, errors: 0 }, end)
                     }
                     None => trying.parse_line(buf, start, start, line, &mut out, &mut diags),
                 };
@@ -1167,7 +1347,11 @@ mod tests {
                     taken.push(line);
                     end
                 }
-                None => parser.parse_line(buf, start, start, line, &mut out, &mut diags).1,
+                None => {
+                    parser
+                        .parse_line(buf, start, start, line, &mut out, &mut diags)
+                        .1
+                }
             };
             start = end + 1;
         }
@@ -1179,6 +1363,57 @@ mod tests {
         let dense: Vec<f32> = out.columns[0].values().iter().collect();
         assert_eq!(dense, [5.0, 300.0, 2.5, 1.0]);
         assert_eq!(out.columns[1].indices(), [3, 4, 4, 7, 8, 9]);
+    }
+
+    #[test]
+    fn lines_of_several_single_values_are_taken_after_one_parsed_the_general_way() {
+        let inputs = vec![
+            InputConfig::dense("dense", 1).with_alias("e"),
+            InputConfig::sparse("sparse", 10).with_alias("s"),
+        ];
+        let mut text = String::from("|s 1:1 |e 1\n|s 2:1 |e 2\n|s 3:1 4:1 |e 3\n");
+        for _ in 0..QUICK_PAUSE {
+            text.push_str("|s 4:1 |e 5\n");
+        }
+        text.push_str("|s 5:1 |e 6\n|s 6:1 |e 7\n|e 8 |s 7:1\n|e 9 |s 8:1\n|s 9:1 |e 1\n");
+        let buf = text.as_bytes();
+        let mut parser = LineParser::new(&inputs);
+        let mut out = ParsedSequences::<f32>::new(&inputs);
+        let mut diags = Vec::new();
+        let (mut taken, mut line, mut start) = (Vec::new(), 0, 0);
+        while start < buf.len() {
+            line += 1;
+            let end = match parser.quick_line(buf, start, &mut out) {
+                Some((samples, end)) => {
+                    taken.push((line, samples));
+                    end
+                }
+                None => {
+                    parser
+                        .parse_line(buf, start, start, line, &mut out, &mut diags)
+                        .1
+                }
+            };
+            start = end + 1;
+        }
+        // Line 1 is the first line of two samples; line 3's first sample has two entries, so
+        // the next QUICK_PAUSE lines are not tried. The two after them are taken; the next
+        // begins with another input than the learnt start (no pause) and the one after it is
+        // taken with the starts it learnt; the last begins with the start learnt before.
+        let paused = 3 + QUICK_PAUSE as u64;
+        assert_eq!(
+            taken,
+            [(2, 2), (paused + 1, 2), (paused + 2, 2), (paused + 4, 2)]
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        let mut expected = vec![1, 2, 3, 4];
+        expected.extend([4; QUICK_PAUSE as usize]);
+        expected.extend([5, 6, 7, 8, 9]);
+        assert_eq!(out.columns[1].indices(), expected);
+        let mut expected = vec![1.0, 2.0, 3.0];
+        expected.extend([5.0; QUICK_PAUSE as usize]);
+        expected.extend([6.0, 7.0, 8.0, 9.0, 1.0]);
+        assert_eq!(out.columns[0].values().to_vec(), expected);
     }
 
     #[test]

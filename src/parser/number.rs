@@ -206,7 +206,7 @@ pub fn scan_number<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), N
 
 /// [`scan_number`] for a value a column may store as a byte: an integer from 0 to 255 comes
 /// as [`EntryValue::Byte`] (without a conversion to `T` on the fast path).
-#[inline]
+#[inline(always)]
 pub(crate) fn scan_entry_value<T: Element>(
     bytes: &[u8],
     pos: usize,

@@ -532,19 +532,13 @@ impl<T: Element> StreamParser<T> {
             }
         };
         let before = self.diags.len();
-        let single = if ROOM_CHECKED {
-            self.lines.single_value_line(buf, content, &mut self.out)
+        let quick = if ROOM_CHECKED {
+            self.lines.quick_line(buf, content, &mut self.out)
         } else {
             None
         };
-        let (outcome, line_end) = if let Some(line_end) = single {
-            (
-                LineOutcome {
-                    samples: 1,
-                    errors: 0,
-                },
-                line_end,
-            )
+        let (outcome, line_end) = if let Some((samples, line_end)) = quick {
+            (LineOutcome { samples, errors: 0 }, line_end)
         } else if ROOM_CHECKED {
             self.lines.parse_line_checking::<T, false>(
                 buf,
@@ -950,12 +944,21 @@ mod tests {
         p.finish_file().unwrap();
         let c = p.counts();
         assert_eq!(
-            (c.lines, c.sequences, c.invalid_sequences, c.errors, c.warnings),
+            (
+                c.lines,
+                c.sequences,
+                c.invalid_sequences,
+                c.errors,
+                c.warnings
+            ),
             (10, 2, 1, 1, 0)
         );
         assert_eq!(p.diagnostics()[0].line, 10);
         let out = p.sequences();
-        assert_eq!(out.sequences.iter().map(|s| s.key).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(
+            out.sequences.iter().map(|s| s.key).collect::<Vec<_>>(),
+            [1, 2]
+        );
         let dense = |seq: usize| -> Vec<f32> {
             out.samples(seq, 0)
                 .flat_map(|s| match s {
@@ -977,7 +980,11 @@ mod tests {
         assert_eq!(dense(1), [5.0]);
         assert_eq!(
             sparse(1),
-            [(vec![1], vec![1.0]), (vec![2], vec![3.0]), (vec![4], vec![1.0])]
+            [
+                (vec![1], vec![1.0]),
+                (vec![2], vec![3.0]),
+                (vec![4], vec![1.0])
+            ]
         );
     }
 
