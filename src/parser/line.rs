@@ -986,10 +986,11 @@ impl LineParser {
                     index = index.wrapping_mul(10).wrapping_add(u64::from(digit));
                     pos += 1;
                 }
-            }
-            if pos - entry > 19 {
-                // More than 19 digits may have wrapped; such an index is out of range anyway.
-                index = u64::MAX;
+                if pos - entry > 19 {
+                    // More than 19 digits may have wrapped; such an index is out of range
+                    // anyway.
+                    index = u64::MAX;
+                }
             }
             // The commonest value by far: one digit (`:1`) ended by whitespace, `|` or the
             // line end. A line feed follows both the `:` and a digit, so both reads are
@@ -1633,6 +1634,8 @@ mod tests {
             ("|s 2: 3", "malformed sparse entry '2:'"),
             ("|s -2:2", "expected 'index:value'"),
             ("|s 2:3x", "unexpected character after the value"),
+            // 2^64 + 1: read with wrapping arithmetic it would be index 1 (dim 10).
+            ("|s 18446744073709551617:1", "out of range"),
             ("|d 1 \u{e9}", "malformed number"),
             ("|zz \u{e9}", "invalid byte 0xC3 in the data"),
             ("|d\u{0} 1", "invalid byte 0x00 in an input name"),
