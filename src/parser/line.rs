@@ -977,6 +977,24 @@ impl LineParser {
             if let Some((value, digits)) = leading_digits_value(buf, pos) {
                 index = value;
                 pos += digits;
+                // The commonest value by far: one digit (`:1`) ended by whitespace, `|` or
+                // the line end. A line feed follows both the `:` and a digit, so both reads
+                // are within `buf`. The same value and position as the general path below
+                // (which takes the entries of longer indices).
+                if buf[pos] == b':' && index < dim {
+                    let digit = buf[pos + 1].wrapping_sub(b'0');
+                    if digit <= 9 && ends_name(buf[pos + 2]) {
+                        column.push_entry(
+                            index as u32,
+                            after,
+                            sample_start,
+                            EntryValue::Byte(digit),
+                        );
+                        after = index as u32;
+                        pos += 2;
+                        continue;
+                    }
+                }
             } else {
                 for &d in &buf[pos..] {
                     let digit = d.wrapping_sub(b'0');
@@ -990,18 +1008,6 @@ impl LineParser {
                     // More than 19 digits may have wrapped; such an index is out of range
                     // anyway.
                     index = u64::MAX;
-                }
-            }
-            // The commonest value by far: one digit (`:1`) ended by whitespace, `|` or the
-            // line end. A line feed follows both the `:` and a digit, so both reads are
-            // within `buf`. The same value and position as the general path below.
-            if pos > entry && buf[pos] == b':' && index < dim {
-                let digit = buf[pos + 1].wrapping_sub(b'0');
-                if digit <= 9 && ends_name(buf[pos + 2]) {
-                    column.push_entry(index as u32, after, sample_start, EntryValue::Byte(digit));
-                    after = index as u32;
-                    pos += 2;
-                    continue;
                 }
             }
             let problem = if pos == entry {
