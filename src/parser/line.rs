@@ -1217,30 +1217,56 @@ mod tests {
                 1..16,
             )
         ) {
-            let inputs = inputs();
-            // One buffer, so that the 8 bytes read at a sample's start may run into the next
-            // line.
-            let mut text = String::new();
-            let mut starts = Vec::new();
-            for pieces in &lines {
-                starts.push(text.len());
-                text.extend(pieces.iter().map(|&p| PIECES[p]));
-                text.push('\n');
-            }
-            let buf = text.as_bytes();
-            let mut learning = LineParser::new(&inputs);
-            let (mut out, mut diags) = (ParsedSequences::<f64>::new(&inputs), Vec::new());
-            let (mut fresh_out, mut fresh_diags) = (ParsedSequences::<f64>::new(&inputs), Vec::new());
-            for (k, &start) in starts.iter().enumerate() {
-                let line = k as u64 + 1;
-                let learnt = learning.parse_line(buf, start, start, line, &mut out, &mut diags);
-                let fresh = LineParser::new(&inputs)
-                    .parse_line(buf, start, start, line, &mut fresh_out, &mut fresh_diags);
-                proptest::prop_assert_eq!(learnt, fresh, "line {}: {:?}", line, text);
-            }
-            proptest::prop_assert_eq!(format!("{diags:?}"), format!("{fresh_diags:?}"));
-            proptest::prop_assert_eq!(format!("{out:?}"), format!("{fresh_out:?}"));
+            let lines = lines.iter().map(|pieces| pieces.iter().map(|&p| PIECES[p]).collect());
+            agrees_with_new_parsers(&inputs(), lines, |parser, buf, start, line, out, diags| {
+                parser.parse_line(buf, start, start, line, out, diags)
+            })?;
         }
+    }
+
+    /// Parses `lines` (each then a line feed, in one buffer, so that the 8 bytes read at a
+    /// sample's start may run into the next line) with one parser through `parse`, and each
+    /// line with a new parser the general way: both must give the same outcomes and line
+    /// ends, samples, values and diagnostics.
+    fn agrees_with_new_parsers(
+        inputs: &[InputConfig],
+        lines: impl Iterator<Item = String>,
+        parse: impl Fn(
+            &mut LineParser,
+            &[u8],
+            usize,
+            u64,
+            &mut ParsedSequences<f64>,
+            &mut Vec<Diagnostic>,
+        ) -> (LineOutcome, usize),
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let mut text = String::new();
+        let mut starts = Vec::new();
+        for line in lines {
+            starts.push(text.len());
+            text.push_str(&line);
+            text.push('\n');
+        }
+        let buf = text.as_bytes();
+        let mut parser = LineParser::new(inputs);
+        let (mut out, mut diags) = (ParsedSequences::<f64>::new(inputs), Vec::new());
+        let (mut fresh_out, mut fresh_diags) = (ParsedSequences::<f64>::new(inputs), Vec::new());
+        for (k, &start) in starts.iter().enumerate() {
+            let line = k as u64 + 1;
+            let parsed = parse(&mut parser, buf, start, line, &mut out, &mut diags);
+            let fresh = LineParser::new(inputs).parse_line(
+                buf,
+                start,
+                start,
+                line,
+                &mut fresh_out,
+                &mut fresh_diags,
+            );
+            proptest::prop_assert_eq!(parsed, fresh, "line {}: {:?}", line, text);
+        }
+        proptest::prop_assert_eq!(format!("{diags:?}"), format!("{fresh_diags:?}"));
+        proptest::prop_assert_eq!(format!("{out:?}"), format!("{fresh_out:?}"));
+        Ok(())
     }
 
     /// Lines around the quick paths of lines of single values, for inputs `e` (dense, dim 1),
@@ -1305,84 +1331,31 @@ mod tests {
                 InputConfig::sparse("sparse", 10).with_alias("s"),
                 InputConfig::dense("three", 3).with_alias("d"),
             ];
-            let mut text = String::new();
-            let mut starts = Vec::new();
-            for &line in &lines {
-                starts.push(text.len());
-                text.push_str(SINGLE_LINES[line]);
-                text.push('\n');
-            }
-            let buf = text.as_bytes();
-            let mut trying = LineParser::new(&inputs);
-            let (mut out, mut diags) = (ParsedSequences::<f32>::new(&inputs), Vec::new());
-            let (mut fresh_out, mut fresh_diags) = (ParsedSequences::<f32>::new(&inputs), Vec::new());
-            for (k, &start) in starts.iter().enumerate() {
-                let line = k as u64 + 1;
-                let tried = match trying.quick_line(buf, start, &mut out) {
+            let lines = lines.iter().map(|&line| SINGLE_LINES[line].to_string());
+            agrees_with_new_parsers(&inputs, lines, |parser, buf, start, line, out, diags| {
+                match parser.quick_line(buf, start, out) {
                     Some((samples, end)) => {
                         // The stream parser counts its whole text at once.
                         out.count_text(end + 1 - start);
                         (LineOutcome { samples, errors: 0 }, end)
                     }
-                    None => trying.parse_line(buf, start, start, line, &mut out, &mut diags),
-                };
-                let fresh = LineParser::new(&inputs)
-                    .parse_line(buf, start, start, line, &mut fresh_out, &mut fresh_diags);
-                proptest::prop_assert_eq!(tried, fresh, "line {}: {:?}", line, text);
-            }
-            proptest::prop_assert_eq!(format!("{diags:?}"), format!("{fresh_diags:?}"));
-            proptest::prop_assert_eq!(format!("{out:?}"), format!("{fresh_out:?}"));
+                    None => parser.parse_line(buf, start, start, line, out, diags),
+                }
+            })?;
         }
     }
 
-    #[test]
-    fn single_value_lines_are_taken_after_a_line_of_one_sample() {
+    /// Parses `text` line by line for inputs `e` (dense, dim 1) and `s` (sparse, dim 10),
+    /// each line with `quick` first and the general way when it declines. Returns the lines
+    /// `quick` took (1-based, with their samples), the output and the diagnostics.
+    fn parse_quickly(
+        text: &str,
+        quick: impl Fn(&mut LineParser, &[u8], usize, &mut ParsedSequences<f32>) -> Option<(u32, usize)>,
+    ) -> (Vec<(u64, u32)>, ParsedSequences<f32>, Vec<Diagnostic>) {
         let inputs = vec![
             InputConfig::dense("dense", 1).with_alias("e"),
             InputConfig::sparse("sparse", 10).with_alias("s"),
         ];
-        let text = "|e 5\n|e 300\n|e 2.5\n|s 3:2\n|s 4:1\n|s 4:1 |e 1\n|s 7:1\n|s 8:1\n|s 9:1\n";
-        let buf = text.as_bytes();
-        let mut parser = LineParser::new(&inputs);
-        let mut out = ParsedSequences::<f32>::new(&inputs);
-        let mut diags = Vec::new();
-        let mut taken = Vec::new();
-        let mut start = 0;
-        for line in 1..=9 {
-            let end = match parser.single_value_line(buf, start, &mut out) {
-                Some(end) => {
-                    taken.push(line);
-                    end
-                }
-                None => {
-                    parser
-                        .parse_line(buf, start, start, line, &mut out, &mut diags)
-                        .1
-                }
-            };
-            start = end + 1;
-        }
-        // Line 1 has no line before it; `|s` is not the start learnt on line 3 (4); line 6
-        // holds a second sample after its entry, and line 7 follows a line of two samples;
-        // the sample start is compared as 8 bytes, and line 9 leaves fewer in the buffer.
-        assert_eq!(taken, [2, 3, 5, 8]);
-        assert!(diags.is_empty());
-        let dense: Vec<f32> = out.columns[0].values().iter().collect();
-        assert_eq!(dense, [5.0, 300.0, 2.5, 1.0]);
-        assert_eq!(out.columns[1].indices(), [3, 4, 4, 7, 8, 9]);
-    }
-
-    #[test]
-    fn lines_of_several_single_values_are_taken_after_one_parsed_the_general_way() {
-        let inputs = vec![
-            InputConfig::dense("dense", 1).with_alias("e"),
-            InputConfig::sparse("sparse", 10).with_alias("s"),
-        ];
-        let mut text = String::from("|s 1:1 |e 1\n|s 2:1 |e 2\n|s 3:1 4:1 |e 3\n");
-        for _ in 0..QUICK_PAUSE {
-            text.push_str("|s 4:1 |e 5\n");
-        }
-        text.push_str("|s 5:1 |e 6\n|s 6:1 |e 7\n|e 8 |s 7:1\n|e 9 |s 8:1\n|s 9:1 |e 1\n");
         let buf = text.as_bytes();
         let mut parser = LineParser::new(&inputs);
         let mut out = ParsedSequences::<f32>::new(&inputs);
@@ -1390,7 +1363,7 @@ mod tests {
         let (mut taken, mut line, mut start) = (Vec::new(), 0, 0);
         while start < buf.len() {
             line += 1;
-            let end = match parser.quick_line(buf, start, &mut out) {
+            let end = match quick(&mut parser, buf, start, &mut out) {
                 Some((samples, end)) => {
                     taken.push((line, samples));
                     end
@@ -1403,6 +1376,37 @@ mod tests {
             };
             start = end + 1;
         }
+        (taken, out, diags)
+    }
+
+    #[test]
+    fn single_value_lines_are_taken_after_a_line_of_one_sample() {
+        let text = "|e 5\n|e 300\n|e 2.5\n|s 3:2\n|s 4:1\n|s 4:1 |e 1\n|s 7:1\n|s 8:1\n|s 9:1\n";
+        let (taken, out, diags) = parse_quickly(text, |parser, buf, start, out| {
+            parser
+                .single_value_line(buf, start, out)
+                .map(|end| (1, end))
+        });
+        // Line 1 has no line before it; `|s` is not the start learnt on line 3 (4); line 6
+        // holds a second sample after its entry, and line 7 follows a line of two samples;
+        // the sample start is compared as 8 bytes, and line 9 leaves fewer in the buffer.
+        assert_eq!(taken, [(2, 1), (3, 1), (5, 1), (8, 1)]);
+        assert!(diags.is_empty());
+        let dense: Vec<f32> = out.columns[0].values().iter().collect();
+        assert_eq!(dense, [5.0, 300.0, 2.5, 1.0]);
+        assert_eq!(out.columns[1].indices(), [3, 4, 4, 7, 8, 9]);
+    }
+
+    #[test]
+    fn lines_of_several_single_values_are_taken_after_one_parsed_the_general_way() {
+        let mut text = String::from("|s 1:1 |e 1\n|s 2:1 |e 2\n|s 3:1 4:1 |e 3\n");
+        for _ in 0..QUICK_PAUSE {
+            text.push_str("|s 4:1 |e 5\n");
+        }
+        text.push_str("|s 5:1 |e 6\n|s 6:1 |e 7\n|e 8 |s 7:1\n|e 9 |s 8:1\n|s 9:1 |e 1\n");
+        let (taken, out, diags) = parse_quickly(&text, |parser, buf, start, out| {
+            parser.single_values_line(buf, start, out)
+        });
         // Line 1 is the first line of two samples; line 3's first sample has two entries, so
         // the next QUICK_PAUSE lines are not tried. The two after them are taken; the next
         // begins with another input than the learnt start (no pause) and the one after it is
