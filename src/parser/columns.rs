@@ -415,6 +415,23 @@ impl<T: Element> InputColumn<T> {
         start
     }
 
+    /// Appends a sample of a dense column of dim 1 holding `value`: what
+    /// [`push_zero_sample`](Self::push_zero_sample) then
+    /// [`set_dense_value`](Self::set_dense_value) append, in one push where the tier holds
+    /// the value.
+    #[inline(always)]
+    pub(crate) fn push_scalar_sample(&mut self, value: EntryValue<T>) {
+        debug_assert_eq!(self.dim, 1, "a scalar sample of a wider dense column");
+        match (self.value_tier, value) {
+            (ValueTier::Stored, value) => self.values.push(value.value()),
+            (ValueTier::Bytes, EntryValue::Byte(byte)) => self.byte_values.push(byte),
+            _ => {
+                let at = self.push_zero_sample();
+                self.set_dense_value(at, value);
+            }
+        }
+    }
+
     /// Sets value `at` of a dense column (within the values held), widening the tier first
     /// when it cannot hold the value.
     #[inline(always)]
@@ -1228,6 +1245,37 @@ mod tests {
             assert_eq!(p.columns[0].value_tier, tier, "{line}");
             assert_eq!(p.columns[0].values().to_vec(), want, "{line}");
         }
+    }
+
+    #[test]
+    fn a_scalar_sample_appends_what_a_zero_sample_set_to_it_appends() {
+        // Bytes, then a value that widens the tier, then both kinds again in the wider tier.
+        let values = [
+            EntryValue::Byte(3),
+            EntryValue::Byte(0),
+            EntryValue::Wide(2.5f32),
+            EntryValue::Byte(255),
+            EntryValue::Wide(-1e9),
+        ];
+        let input = InputConfig::dense("x", 1);
+        let mut pushed = ParsedSequences::<f32>::new(std::slice::from_ref(&input));
+        let mut set = pushed.clone();
+        for (n, &value) in values.iter().enumerate() {
+            pushed.columns[0].push_scalar_sample(value);
+            let at = set.columns[0].push_zero_sample();
+            set.columns[0].set_dense_value(at, value);
+            let (a, b) = (&pushed.columns[0], &set.columns[0]);
+            assert_eq!(a.value_tier, b.value_tier, "after {} values", n + 1);
+            assert_eq!(
+                a.values().to_vec(),
+                b.values().to_vec(),
+                "after {} values",
+                n + 1
+            );
+        }
+        let want: Vec<f32> = values.iter().map(|v| v.value()).collect();
+        assert_eq!(pushed.columns[0].values().to_vec(), want);
+        assert_eq!(pushed.columns[0].value_tier, ValueTier::Stored);
     }
 
     #[test]

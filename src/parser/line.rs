@@ -162,10 +162,7 @@ enum QuickValue<T> {
 fn push_quick<T: Element>(out: &mut ParsedSequences<T>, input: usize, value: QuickValue<T>) {
     let column = &mut out.columns[input];
     match value {
-        QuickValue::Dense(value) => {
-            let at = column.push_zero_sample();
-            column.set_dense_value(at, value);
-        }
+        QuickValue::Dense(value) => column.push_scalar_sample(value),
         QuickValue::Entry(index, digit) => {
             let sample_start = column.entry_count();
             column.push_entry(index, 0, sample_start, EntryValue::Byte(digit));
@@ -545,8 +542,7 @@ impl LineParser {
                 if buf[end] != b'\n' {
                     return None;
                 }
-                let at = column.push_zero_sample();
-                column.set_dense_value(at, value);
+                column.push_scalar_sample(value);
                 Some(end)
             }
             StorageFormat::Sparse => {
