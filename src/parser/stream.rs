@@ -14,7 +14,7 @@ use memchr::{memchr, memrchr};
 use crate::config::InputConfig;
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{BufferLengths, ParsedSequences, SequenceInfo};
-use crate::parser::line::{skip_space, LineOutcome, LineParser};
+use crate::parser::line::{skip_space, LineParser};
 use crate::parser::number::Element;
 use crate::parser::word::{leading_digits, load_word, low_bytes};
 
@@ -531,15 +531,44 @@ impl<T: Element> StreamParser<T> {
                 }
             }
         };
-        let before = self.diags.len();
         let quick = if ROOM_CHECKED {
             self.lines.quick_line(buf, content, &mut self.out)
         } else {
             None
         };
-        let (outcome, line_end) = if let Some((samples, line_end)) = quick {
-            (LineOutcome { samples, errors: 0 }, line_end)
-        } else if ROOM_CHECKED {
+        let line_end = match quick {
+            // Taken whole by a quick path: samples, and no diagnostic to count or keep.
+            Some((_, line_end)) => {
+                if let Some(open) = &mut self.open {
+                    open.counted_lines = open.counted_lines.saturating_add(1);
+                }
+                line_end
+            }
+            None => self.parse_line_fully::<ROOM_CHECKED>(buf, start, content, line_no),
+        };
+        if self.mode == Mode::Lines {
+            if let Some(open) = &mut self.open {
+                // (A last line without a line feed ends where the text does.)
+                open.end = self.buf_base.wrapping_add(line_end + 1).min(self.fed);
+            }
+            self.end_sequence();
+        }
+        line_end
+    }
+
+    /// Parses the line whose content (after the id) starts at `content` the general way,
+    /// for [`process_line`](Self::process_line), and counts its diagnostics, errors and
+    /// samples; returns the position of its line feed.
+    #[inline(always)]
+    fn parse_line_fully<const ROOM_CHECKED: bool>(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        content: usize,
+        line_no: u64,
+    ) -> usize {
+        let before = self.diags.len();
+        let (outcome, line_end) = if ROOM_CHECKED {
             self.lines.parse_line_checking::<T, false>(
                 buf,
                 start,
@@ -569,13 +598,6 @@ impl<T: Element> StreamParser<T> {
             } else if outcome.errors == 0 {
                 self.counts.skipped_lines += 1;
             }
-        }
-        if self.mode == Mode::Lines {
-            if let Some(open) = &mut self.open {
-                // (A last line without a line feed ends where the text does.)
-                open.end = self.buf_base.wrapping_add(line_end + 1).min(self.fed);
-            }
-            self.end_sequence();
         }
         line_end
     }
