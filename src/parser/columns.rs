@@ -337,6 +337,30 @@ impl<T: Element> InputColumn<T> {
         }
     }
 
+    /// Appends an entry whose index is `step` above the one before it in its sample (0
+    /// for the first) and whose value is `digit`, as [`push_entry`](Self::push_entry) would,
+    /// without its checks: the caller found the indices stored as steps and the values as
+    /// bytes (`BYTES`), or all ones (not `BYTES`, and `digit` 1).
+    #[inline(always)]
+    pub(crate) fn push_step_entry<const BYTES: bool>(&mut self, step: u16, digit: u8) {
+        debug_assert_eq!(
+            self.value_tier,
+            if BYTES {
+                ValueTier::Bytes
+            } else {
+                ValueTier::Ones
+            }
+        );
+        debug_assert!(
+            BYTES || digit == 1,
+            "a value other than 1 in a column of ones"
+        );
+        if BYTES {
+            self.byte_values.push(digit);
+        }
+        self.indices.push_step(step);
+    }
+
     /// Appends `index`, which the steps cannot hold, after writing them out as indices.
     #[cold]
     fn push_index_widening(&mut self, index: u32, sample_start: usize) {

@@ -85,6 +85,14 @@ impl IndexColumn {
         true
     }
 
+    /// Appends `step`, an index less the one before it in its sample (0 for the first), to
+    /// indices stored as steps (not [`widened`](Self::is_widened)).
+    #[inline(always)]
+    pub(crate) fn push_step(&mut self, step: u16) {
+        debug_assert!(!self.widened, "a step pushed to widened indices");
+        self.steps.push(step);
+    }
+
     /// Stores `wide`, every index held decoded (by the owner, who knows the samples' bounds),
     /// as the indices from now on.
     #[cold]
