@@ -211,11 +211,20 @@ fn quick_entry(buf: &[u8], pos: usize, dim: usize) -> Option<(u32, u8, usize)> {
     // within `buf` once the one before it matched.
     let (index, digits) = leading_digits_value(buf, pos)?;
     let colon = pos + digits;
-    if buf[colon] != b':' || index >= dim as u64 {
+    let digit = colon_digit(buf, colon)?;
+    (index < dim as u64).then_some((index as u32, digit, colon + 2))
+}
+
+/// The one-digit value of a sparse entry whose index ends at `colon`: `buf[colon]` is `:`
+/// and a digit follows (what comes after the digit is for the caller to check). `buf` ends
+/// with a line feed, so the digit's read is within `buf` once the `:` matched.
+#[inline(always)]
+fn colon_digit(buf: &[u8], colon: usize) -> Option<u8> {
+    if buf[colon] != b':' {
         return None;
     }
     let digit = buf[colon + 1].wrapping_sub(b'0');
-    (digit <= 9).then_some((index as u32, digit, colon + 2))
+    (digit <= 9).then_some(digit)
 }
 
 /// The bytes from where a sample's search starts (a line's content, or the end of the
@@ -1011,22 +1020,15 @@ impl LineParser {
                 index = value;
                 pos += digits;
                 // The commonest value by far: one digit (`:1`) ended by whitespace, `|` or
-                // the line end. A line feed follows both the `:` and a digit, so both reads
-                // are within `buf`. The same value and position as the general path below
-                // (which takes the entries of longer indices).
-                if buf[pos] == b':' && index < dim {
-                    let digit = buf[pos + 1].wrapping_sub(b'0');
-                    if digit <= 9 && ends_name(buf[pos + 2]) {
-                        column.push_entry(
-                            index as u32,
-                            after,
-                            sample_start,
-                            EntryValue::Byte(digit),
-                        );
-                        after = index as u32;
-                        pos += 2;
-                        continue;
-                    }
+                // the line end (a line feed follows a digit, so its read is within `buf`).
+                // The same value and position as the general path below (which takes the
+                // entries of longer indices).
+                let digit = colon_digit(buf, pos).filter(|_| index < dim);
+                if let Some(digit) = digit.filter(|_| ends_name(buf[pos + 2])) {
+                    column.push_entry(index as u32, after, sample_start, EntryValue::Byte(digit));
+                    after = index as u32;
+                    pos += 2;
+                    continue;
                 }
             } else {
                 for &d in &buf[pos..] {
