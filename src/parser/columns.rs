@@ -337,12 +337,26 @@ impl<T: Element> InputColumn<T> {
         }
     }
 
-    /// Appends an entry whose index is `step` above the one before it in its sample (0
-    /// for the first) and whose value is `digit`, as [`push_entry`](Self::push_entry) would,
-    /// without its checks: the caller found the indices stored as steps and the values as
-    /// bytes (`BYTES`), or all ones (not `BYTES`, and `digit` 1).
+    /// Appends up to `most` entries of a sparse sample, as [`push_entry`](Self::push_entry)
+    /// would but without its checks, from `write`: it gets slots of steps (each index less
+    /// the one before it in its sample, 0 for the first) and of byte values (kept when
+    /// `BYTES`), fills the first ones and returns how many it filled. Only those are kept;
+    /// the count is returned. The caller found the indices stored as steps and the values
+    /// as bytes (`BYTES`) or all ones (not `BYTES`: `write` then appends only entries of
+    /// value 1).
+    ///
+    /// There are `most` slots when the buffers have that much room to spare, else as many
+    /// as they have (so that a column reserved for what it will hold does not grow), and
+    /// `most` again once they are full (so that they grow as a push would). Writing into
+    /// slots rather than pushing lets the loop keep its place in a register: a push stores
+    /// the length back to the vector after every byte (the byte store could alias it), and
+    /// checks the capacity at every entry.
     #[inline(always)]
-    pub(crate) fn push_step_entry<const BYTES: bool>(&mut self, step: u16, digit: u8) {
+    pub(crate) fn append_step_entries<const BYTES: bool>(
+        &mut self,
+        most: usize,
+        write: impl FnOnce(&mut [u16], &mut [u8]) -> usize,
+    ) -> usize {
         debug_assert_eq!(
             self.value_tier,
             if BYTES {
@@ -351,14 +365,30 @@ impl<T: Element> InputColumn<T> {
                 ValueTier::Ones
             }
         );
-        debug_assert!(
-            BYTES || digit == 1,
-            "a value other than 1 in a column of ones"
-        );
+        let steps = self.indices.steps_mut();
+        let steps_base = steps.len();
+        let bytes_base = self.byte_values.len();
+        let mut spare = steps.capacity() - steps_base;
         if BYTES {
-            self.byte_values.push(digit);
+            spare = spare.min(self.byte_values.capacity() - bytes_base);
         }
-        self.indices.push_step(step);
+        let room = match spare {
+            0 => most,
+            spare => spare.min(most),
+        };
+        steps.resize(steps_base + room, 0);
+        let bytes: &mut [u8] = if BYTES {
+            self.byte_values.resize(bytes_base + room, 0);
+            &mut self.byte_values[bytes_base..]
+        } else {
+            &mut []
+        };
+        let filled = write(&mut steps[steps_base..], bytes).min(room);
+        steps.truncate(steps_base + filled);
+        if BYTES {
+            self.byte_values.truncate(bytes_base + filled);
+        }
+        filled
     }
 
     /// Appends `index`, which the steps cannot hold, after writing them out as indices.

@@ -85,14 +85,6 @@ impl IndexColumn {
         true
     }
 
-    /// Appends `step`, an index less the one before it in its sample (0 for the first), to
-    /// indices stored as steps (not [`widened`](Self::is_widened)).
-    #[inline(always)]
-    pub(crate) fn push_step(&mut self, step: u16) {
-        debug_assert!(!self.widened, "a step pushed to widened indices");
-        self.steps.push(step);
-    }
-
     /// Stores `wide`, every index held decoded (by the owner, who knows the samples' bounds),
     /// as the indices from now on.
     #[cold]
@@ -140,6 +132,14 @@ impl IndexColumn {
     pub(crate) fn append_steps_as_indices(&self, entries: Range<usize>, out: &mut Vec<u32>) {
         let steps = self.steps.get(entries).unwrap_or(&[]);
         out.extend(steps.iter().map(|&step| u32::from(step)));
+    }
+
+    /// The steps, while the indices are stored as steps, to append to (not
+    /// [`widened`](Self::is_widened)).
+    #[inline(always)]
+    pub(crate) fn steps_mut(&mut self) -> &mut Vec<u16> {
+        debug_assert!(!self.widened, "steps appended to widened indices");
+        &mut self.steps
     }
 
     /// The indices, once widened, to append to (empty before).

@@ -3,8 +3,10 @@
 //! [`number`] scans and converts numbers, [`line`](mod@line) parses the samples of one line,
 //! [`columns`] holds the decoded data, and [`stream`] drives them over a byte stream,
 //! grouping lines into sequences (`word` holds the word-at-a-time helpers they share with
-//! the index scan). Nothing here does I/O or knows about files or threads.
+//! the index scan, `block` the byte masks of 64-byte blocks). Nothing here does I/O or
+//! knows about files or threads.
 
+pub(crate) mod block;
 pub mod columns;
 pub mod indices;
 pub mod line;

@@ -180,13 +180,21 @@ pub(crate) fn leading_digits_value(bytes: &[u8], pos: usize) -> Option<(u64, usi
     if n == 0 || n == 8 {
         return None;
     }
+    Some((lanes_value(x, n), n as usize))
+}
+
+/// The value of the first `n` lanes of `x` (1 to 7), each holding a digit's value, the
+/// first digit in the lowest byte: `x` as [`digit_lanes`](crate::parser::word::digit_lanes)
+/// gives it.
+#[inline(always)]
+pub(crate) fn lanes_value(x: u64, n: u32) -> u64 {
+    debug_assert!((1..8).contains(&n), "{n} digits");
     // The digits to the top bytes (zeros below are leading zeros), then pairs, quads and
-    // the whole, each step combining neighbours (the first digit is the lowest byte).
+    // the whole, each step combining neighbours.
     let d = x << (8 * (8 - n));
     let d = (d.wrapping_mul(10) + (d >> 8)) & 0x00ff_00ff_00ff_00ff;
     let d = (d.wrapping_mul(100) + (d >> 16)) & 0x0000_ffff_0000_ffff;
-    let d = (d.wrapping_mul(10_000) + (d >> 32)) & 0xffff_ffff;
-    Some((d, n as usize))
+    (d.wrapping_mul(10_000) + (d >> 32)) & 0xffff_ffff
 }
 
 /// Largest exponent magnitude tracked exactly; beyond it every value is zero or infinite.

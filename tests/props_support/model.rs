@@ -459,7 +459,13 @@ fn spec_value(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> 
 
 fn gen_values(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> Values {
     if spec.sparse {
-        let n = src.below(6);
+        // Mostly a few entries; sometimes a run long enough for the parser's block-at-a-time
+        // loop over entries (64-byte windows, 32 entries a block).
+        let n = if src.chance(15) {
+            src.below(80)
+        } else {
+            src.below(6)
+        };
         let mut indices: Vec<usize> = (0..n).map(|_| src.below(spec.dim)).collect();
         if spec.sorted {
             indices.sort_unstable();
