@@ -337,7 +337,7 @@ impl<T: Element> InputColumn<T> {
         }
     }
 
-    /// Appends up to `most` entries of a sparse sample, as [`push_entry`](Self::push_entry)
+    /// Appends up to `MOST` entries of a sparse sample, as [`push_entry`](Self::push_entry)
     /// would but without its checks, from `write`: it gets slots of steps (each index less
     /// the one before it in its sample, 0 for the first) and of byte values (kept when
     /// `BYTES`), fills the first ones and returns how many it filled. Only those are kept;
@@ -345,16 +345,15 @@ impl<T: Element> InputColumn<T> {
     /// as bytes (`BYTES`) or all ones (not `BYTES`: `write` then appends only entries of
     /// value 1).
     ///
-    /// There are `most` slots when the buffers have that much room to spare, else as many
+    /// There are `MOST` slots when the buffers have that much room to spare, else as many
     /// as they have (so that a column reserved for what it will hold does not grow), and
-    /// `most` again once they are full (so that they grow as a push would). Writing into
+    /// `MOST` again once they are full (so that they grow as a push would). Writing into
     /// slots rather than pushing lets the loop keep its place in a register: a push stores
     /// the length back to the vector after every byte (the byte store could alias it), and
     /// checks the capacity at every entry.
     #[inline(always)]
-    pub(crate) fn append_step_entries<const BYTES: bool>(
+    pub(crate) fn append_step_entries<const BYTES: bool, const MOST: usize>(
         &mut self,
-        most: usize,
         write: impl FnOnce(&mut [u16], &mut [u8]) -> usize,
     ) -> usize {
         debug_assert_eq!(
@@ -373,12 +372,22 @@ impl<T: Element> InputColumn<T> {
             spare = spare.min(self.byte_values.capacity() - bytes_base);
         }
         let room = match spare {
-            0 => most,
-            spare => spare.min(most),
+            0 => MOST,
+            spare => spare.min(MOST),
         };
-        steps.resize(steps_base + room, 0);
+        // Zeros from a constant block when there is room for all `MOST`: a few vector
+        // stores, where a `resize` calls `memset`.
+        if room == MOST {
+            steps.extend_from_slice(&[0; MOST]);
+        } else {
+            steps.resize(steps_base + room, 0);
+        }
         let bytes: &mut [u8] = if BYTES {
-            self.byte_values.resize(bytes_base + room, 0);
+            if room == MOST {
+                self.byte_values.extend_from_slice(&[0; MOST]);
+            } else {
+                self.byte_values.resize(bytes_base + room, 0);
+            }
             &mut self.byte_values[bytes_base..]
         } else {
             &mut []

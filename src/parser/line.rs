@@ -215,7 +215,7 @@ fn digit_entries<T: Element, const BYTES: bool>(
         // end) rather than before an entry it could not take.
         let mut ended = false;
         let mut room = 0;
-        let filled = column.append_step_entries::<BYTES>(ENTRY_BLOCK, |steps, bytes| {
+        let filled = column.append_step_entries::<BYTES, ENTRY_BLOCK>(|steps, bytes| {
             room = steps.len();
             let bytes = &mut bytes[..if BYTES { room } else { 0 }];
             let (mut at, mut last) = (next, after);
