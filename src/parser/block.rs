@@ -30,48 +30,68 @@ pub(crate) fn matches<const N: usize>(block: &[u8; BLOCK], targets: [u8; N]) -> 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 fn matches_sse2<const N: usize>(block: &[u8; BLOCK], targets: [u8; N]) -> u64 {
-    use safe_arch::{
-        bitor_m128i, cmp_eq_mask_i8_m128i, load_unaligned_m128i, move_mask_i8_m128i,
-        set_splat_i8_m128i, zeroed_m128i,
-    };
+    use safe_arch::{bitor_m128i, cmp_eq_mask_i8_m128i, set_splat_i8_m128i, zeroed_m128i};
     let splats = targets.map(|t| set_splat_i8_m128i(t as i8));
+    mask_by_lanes(block, |bytes| {
+        splats.iter().fold(zeroed_m128i(), |hits, &target| {
+            bitor_m128i(hits, cmp_eq_mask_i8_m128i(bytes, target))
+        })
+    })
+}
+
+/// The mask of `block` whose bit `k` is the high bit of byte `k % 16` of what `hits` gives
+/// for the 16 bytes from `16 * (k / 16)`.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn mask_by_lanes(block: &[u8; BLOCK], hits: impl Fn(safe_arch::m128i) -> safe_arch::m128i) -> u64 {
+    use safe_arch::{load_unaligned_m128i, move_mask_i8_m128i};
     let mut mask = 0u64;
     for (k, lane) in block.chunks_exact(16).enumerate() {
         // Always 16 bytes: the conversion cannot fail.
         let Ok(lane) = <&[u8; 16]>::try_from(lane) else {
             continue;
         };
-        let bytes = load_unaligned_m128i(lane);
-        let hits = splats.iter().fold(zeroed_m128i(), |hits, &target| {
-            bitor_m128i(hits, cmp_eq_mask_i8_m128i(bytes, target))
-        });
-        mask |= u64::from(move_mask_i8_m128i(hits) as u16) << (16 * k);
+        let lane_hits = hits(load_unaligned_m128i(lane));
+        mask |= u64::from(move_mask_i8_m128i(lane_hits) as u16) << (16 * k);
     }
     mask
 }
 
 /// [`matches`] with word arithmetic: the high bit of each matching byte of a word, exact
-/// (no borrow between bytes), gathered into eight bits of the mask by one multiplication.
+/// (no borrow between bytes).
 #[cfg_attr(
     all(target_arch = "x86_64", target_feature = "sse2"),
     allow(dead_code) // only the tests use it there
 )]
 #[inline(always)]
 fn matches_by_words<const N: usize>(block: &[u8; BLOCK], targets: [u8; N]) -> u64 {
+    mask_by_words(block, |word| {
+        targets.iter().fold(0, |high, &target| {
+            let x = word ^ (ONES * u64::from(target));
+            high | (!(((x & LOW7) + LOW7) | x) & HIGH)
+        })
+    })
+}
+
+/// The mask of `block` whose bit `k` is the high bit of byte `k % 8` of what `high` gives
+/// for the little-endian word of the 8 bytes from `8 * (k / 8)` (its other bits ignored),
+/// gathered into eight bits of the mask by one multiplication per word.
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "sse2"),
+    allow(dead_code) // only the tests use it there
+)]
+#[inline(always)]
+fn mask_by_words(block: &[u8; BLOCK], high: impl Fn(u64) -> u64) -> u64 {
     let mut mask = 0u64;
     for (k, lane) in block.chunks_exact(8).enumerate() {
         // Always 8 bytes: the conversion cannot fail.
         let Ok(lane) = <[u8; 8]>::try_from(lane) else {
             continue;
         };
-        let word = u64::from_le_bytes(lane);
-        let high = targets.iter().fold(0, |high, &target| {
-            let x = word ^ (ONES * u64::from(target));
-            high | (!(((x & LOW7) + LOW7) | x) & HIGH)
-        });
+        let bits = high(u64::from_le_bytes(lane)) & HIGH;
         // Bit 7 of byte j moves to bit 56 + j: each byte's bit meets one term of the
         // multiplier there, and no two terms meet anywhere, so nothing carries.
-        let bits = ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8;
+        let bits = ((bits >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8;
         mask |= u64::from(bits) << (8 * k);
     }
     mask
@@ -95,48 +115,29 @@ pub(crate) fn digits(block: &[u8; BLOCK]) -> u64 {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 fn digits_sse2(block: &[u8; BLOCK]) -> u64 {
-    use safe_arch::{
-        bitand_m128i, cmp_gt_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i,
-        move_mask_i8_m128i, set_splat_i8_m128i,
-    };
+    use safe_arch::{bitand_m128i, cmp_gt_mask_i8_m128i, cmp_lt_mask_i8_m128i, set_splat_i8_m128i};
     let below_zero = set_splat_i8_m128i(b'/' as i8);
     let above_nine = set_splat_i8_m128i(b':' as i8);
-    let mut mask = 0u64;
-    for (k, lane) in block.chunks_exact(16).enumerate() {
-        // Always 16 bytes: the conversion cannot fail.
-        let Ok(lane) = <&[u8; 16]>::try_from(lane) else {
-            continue;
-        };
-        let bytes = load_unaligned_m128i(lane);
-        let hits = bitand_m128i(
+    mask_by_lanes(block, |bytes| {
+        bitand_m128i(
             cmp_gt_mask_i8_m128i(bytes, below_zero),
             cmp_lt_mask_i8_m128i(bytes, above_nine),
-        );
-        mask |= u64::from(move_mask_i8_m128i(hits) as u16) << (16 * k);
-    }
-    mask
+        )
+    })
 }
 
-/// [`digits`] with word arithmetic, as [`matches_by_words`] gathers its bits.
+/// [`digits`] with word arithmetic, as [`mask_by_words`] gathers its bits.
 #[cfg_attr(
     all(target_arch = "x86_64", target_feature = "sse2"),
     allow(dead_code) // only the tests use it there
 )]
 #[inline(always)]
 fn digits_by_words(block: &[u8; BLOCK]) -> u64 {
-    let mut mask = 0u64;
-    for (k, lane) in block.chunks_exact(8).enumerate() {
-        // Always 8 bytes: the conversion cannot fail.
-        let Ok(lane) = <[u8; 8]>::try_from(lane) else {
-            continue;
-        };
-        let x = u64::from_le_bytes(lane) ^ (ONES * u64::from(b'0'));
+    mask_by_words(block, |word| {
+        let x = word ^ (ONES * u64::from(b'0'));
         // A byte is a digit when it is below 10 once '0' is xored away.
-        let high = !(((x & LOW7) + ONES * (0x80 - 10)) | x) & HIGH;
-        let bits = ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8;
-        mask |= u64::from(bits) << (8 * k);
-    }
-    mask
+        !(((x & LOW7) + ONES * (0x80 - 10)) | x)
+    })
 }
 
 #[cfg(test)]
