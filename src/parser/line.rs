@@ -24,7 +24,7 @@ use crate::parser::number::{
     NumberError,
 };
 use crate::parser::values::{EntryValue, ValueTier};
-use crate::parser::word::{digit_lanes, ONES};
+use crate::parser::word::ONES;
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -177,12 +177,12 @@ fn push_quick<T: Element>(out: &mut ParsedSequences<T>, input: usize, value: Qui
 /// Entries [`digit_entries`] appends per block of room it makes in the column.
 const ENTRY_BLOCK: usize = 32;
 
-/// Bytes [`digit_entries`] reads at once: the block whose spaces it finds, and the 16 bytes
-/// an entry starting at its end reads.
+/// Bytes [`digit_entries`] reads at once: the block whose spaces it finds, and room past it
+/// for the bytes an entry starting at its end reads (at most 10, 8 at once).
 const WINDOW: usize = BLOCK + 16;
 
 /// Appends the leading entries of the sparse sample at `buf[pos..]` that `sparse_sample`'s
-/// fast path would take ([`word_entry`]: an index of 1 to 7 digits, `:`, one digit, then
+/// fast path would take ([`quick_entry`]: an index of 1 to 7 digits, `:`, one digit, then
 /// whitespace, `|` or the line end), each separated from the one before by one space, while
 /// each fits the column as it is: its index within `dim` and at most `u16::MAX` above the
 /// one before, and its value 1 unless `BYTES`. The column's indices must be steps and its
@@ -225,7 +225,8 @@ fn digit_entries<T: Element, const BYTES: bool>(
                 // the first space after it, and the next starts past that space: the next
                 // start comes from the mask, not from the entry's length, so that the next
                 // entry's reads need not wait for this one's digits to be counted. An entry
-                // starts at most 64 bytes in and reads 16 ([`word_entry`]), hence the 80.
+                // starts at most 64 bytes in and is at most 10 long ([`quick_entry`] reads
+                // 8 bytes from its start), hence the 80.
                 let Some(window) = buf.get(at..).and_then(<[u8]>::first_chunk::<WINDOW>) else {
                     break;
                 };
@@ -243,11 +244,21 @@ fn digit_entries<T: Element, const BYTES: bool>(
                     let space = spaces.trailing_zeros() as usize;
                     spaces &= spaces - 1;
                     // An entry ended by a space, from the masks; else the last of the sample
-                    // (ended by `|` or the line feed), read byte by byte.
+                    // (ended by `|`, the line feed or other whitespace), as the quick paths
+                    // read one.
                     let entry = match masked_entry(window, digits, start, space) {
                         Some(entry) => entry,
-                        None => match word_entry(window, start) {
-                            Some(entry) if entry.ended_by != b' ' => entry,
+                        None => match quick_entry(window, start, dim) {
+                            Some((index, digit, end))
+                                if window[end] != b' ' && ends_name(window[end]) =>
+                            {
+                                MaskedEntry {
+                                    index,
+                                    digit,
+                                    len: end - start,
+                                    ended_by: window[end],
+                                }
+                            }
                             _ => break 'blocks,
                         },
                     };
@@ -291,9 +302,9 @@ fn digit_entries<T: Element, const BYTES: bool>(
     }
 }
 
-/// A sparse entry as [`word_entry`] reads it.
+/// A sparse entry as [`digit_entries`] reads it.
 #[derive(Clone, Copy)]
-struct WordEntry {
+struct MaskedEntry {
     /// The index (1 to 7 digits).
     index: u32,
     /// The one-digit value.
@@ -313,7 +324,7 @@ fn masked_entry(
     digits: u64,
     start: usize,
     space: usize,
-) -> Option<WordEntry> {
+) -> Option<MaskedEntry> {
     let len = space.wrapping_sub(start);
     if !(3..=9).contains(&len) {
         return None;
@@ -328,37 +339,11 @@ fn masked_entry(
     let head = u64::from_le_bytes(*window.get(start..)?.first_chunk::<8>()?);
     // At most 7 digits: below 10^7, within u32.
     let index = lanes_value(head ^ (ONES * u64::from(b'0')), (len - 2) as u32) as u32;
-    Some(WordEntry {
+    Some(MaskedEntry {
         index,
         digit: window[space - 1].wrapping_sub(b'0'),
         len,
         ended_by: b' ',
-    })
-}
-
-/// The `index:digit` entry at `buf[pos..]` that [`digit_entries`] takes: an index of 1 to 7
-/// digits, `:`, a digit, then whitespace, `|` or the line feed. Read from the 16 bytes there;
-/// `None` when there is no such entry, or fewer than 16 bytes are left.
-#[inline(always)]
-fn word_entry(buf: &[u8], pos: usize) -> Option<WordEntry> {
-    let window = buf.get(pos..)?.first_chunk::<16>()?;
-    let (x, n) = digit_lanes(u64::from_le_bytes(*window.first_chunk::<8>()?));
-    // 0 when there is no digit, and when all 8 are.
-    let n = n as usize & 7;
-    if n == 0 {
-        return None;
-    }
-    // The `:`, the digit and the byte after it, in the low three bytes (n is at most 7).
-    let tail = u32::from_le_bytes(*window.get(n..)?.first_chunk::<4>()?);
-    let digit = ((tail >> 8) as u8).wrapping_sub(b'0');
-    let ended_by = (tail >> 16) as u8;
-    let ok = (tail as u8 == b':') & (digit <= 9) & ends_name(ended_by);
-    // At most 7 digits: below 10^7, within u32.
-    ok.then_some(WordEntry {
-        index: lanes_value(x, n as u32) as u32,
-        digit,
-        len: n + 2,
-        ended_by,
     })
 }
 
