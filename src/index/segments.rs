@@ -191,13 +191,17 @@ fn run_job(
         .filter(|p| first < last && p.budget.has_room())
         .and_then(|p| {
             let offset = job.offset + first as u64;
-            let (derived, kept) =
-                p.parser
-                    .parse(job.mode, job.key_base, offset, &data[first..last])?;
+            let (derived, kept) = p.parser.parse(
+                job.mode,
+                job.key_base,
+                offset,
+                &data[first..last],
+                &mut sequences,
+            )?;
             piece = kept.filter(|k| p.budget.take(k.heap_bytes));
             Some(Lines {
                 scan: derived.scan,
-                sequences: derived.sequences,
+                sequences: std::mem::take(&mut sequences),
                 input_lines: derived.input_lines,
             })
         });

@@ -37,7 +37,6 @@ use std::sync::Arc;
 /// scanner report it.
 pub(crate) struct DerivedScan {
     pub(crate) scan: SegmentScan,
-    pub(crate) sequences: Vec<ScannedSequence>,
     pub(crate) input_lines: Vec<u64>,
 }
 
@@ -64,14 +63,16 @@ pub struct StashPiece {
 pub(crate) trait SegmentParser: Send {
     /// Parses `text` (complete lines, ending with a line feed) starting at byte `offset` of
     /// a file in `mode` whose line-mode keys start at `key_base`, its first line counted as
-    /// line 1. Returns what the scan would have found, and the sequences to keep, if any;
-    /// `None` if the part is not clean (it is then scanned).
+    /// line 1. Returns what the scan would have found, its sequences in `sequences` (emptied
+    /// first, so that the scan's lists are reused), and the sequences to keep, if any;
+    /// `None` if the part is not clean (it is then scanned; `sequences` is left empty).
     fn parse(
         &mut self,
         mode: KeyMode,
         key_base: u64,
         offset: u64,
         text: &[u8],
+        sequences: &mut Vec<ScannedSequence>,
     ) -> Option<(DerivedScan, Option<StashPiece>)>;
 }
 
@@ -184,7 +185,9 @@ struct PartParser<T> {
     parser: StreamParser<T>,
     inputs: Vec<InputConfig>,
     defining: Option<usize>,
-    runs: Vec<ParsedRun>,
+    /// Run lists done with, for the next pieces to record into ([`Self::keep_runs`]), so
+    /// that each part does not grow new ones from nothing.
+    spare_runs: Vec<Vec<ParsedRun>>,
     diagnostics: Vec<crate::diag::Diagnostic>,
     invalid: Vec<crate::parser::InvalidSequence>,
     /// A buffer for the first run's sequences (id mode; not kept).
@@ -205,11 +208,19 @@ impl<T: Element> PartParser<T> {
             parser: StreamParser::new(inputs, options),
             inputs: inputs.to_vec(),
             defining,
-            runs: Vec::new(),
+            spare_runs: Vec::new(),
             diagnostics: Vec::new(),
             invalid: Vec::new(),
             head: None,
             last_rest: None,
+        }
+    }
+
+    /// Keeps `runs`'s memory for a later piece to record into (at most two lists: the
+    /// pieces of one part).
+    fn keep_runs(&mut self, runs: Vec<ParsedRun>) {
+        if runs.capacity() > 0 && self.spare_runs.len() < 2 {
+            self.spare_runs.push(runs);
         }
     }
 
@@ -226,18 +237,20 @@ impl<T: Element> PartParser<T> {
     ) -> Option<Vec<ParsedRun>> {
         self.parser
             .start_range(mode, first_line, key_base, Vec::new());
-        self.parser.record_runs();
+        self.parser
+            .record_runs_into(self.spare_runs.pop().unwrap_or_default());
         let parsed = self
             .parser
             .feed(text)
             .and_then(|()| self.parser.finish_file());
-        self.parser.take_runs(&mut self.runs);
+        let mut runs = Vec::new();
+        self.parser.take_runs(&mut runs);
         self.parser
             .take_output(into, &mut self.diagnostics, &mut self.invalid);
         if parsed.is_err() || !self.diagnostics.is_empty() || !self.invalid.is_empty() {
+            self.keep_runs(runs);
             return None;
         }
-        let mut runs = std::mem::take(&mut self.runs);
         for run in &mut runs {
             run.start += base;
             if run.end != 0 {
@@ -265,7 +278,9 @@ impl<T: Element> SegmentParser for PartParser<T> {
         key_base: u64,
         offset: u64,
         text: &[u8],
+        sequences: &mut Vec<ScannedSequence>,
     ) -> Option<(DerivedScan, Option<StashPiece>)> {
+        sequences.clear();
         // Id mode: the first run, then the rest; line mode: the whole part.
         let split = match mode {
             KeyMode::Ids => first_run_end(text)?,
@@ -317,26 +332,39 @@ impl<T: Element> SegmentParser for PartParser<T> {
         if clean && split < text.len() {
             self.last_rest = Some(((text.len() - split) as u64, rest.sequences.buffer_lengths()));
         }
-        let result = if clean {
-            self.derive(mode, offset, text.len(), lines, [&head, &rest])
-                .map(|derived| (derived, keep_rest(offset, rest)))
-        } else {
-            None
-        };
+        let derived = clean
+            .then(|| self.derive(mode, offset, text.len(), lines, [&head, &rest], sequences))
+            .flatten();
+        if derived.is_none() {
+            sequences.clear();
+        }
+        let Piece {
+            runs: mut rest_runs,
+            sequences: rest_sequences,
+        } = rest;
+        let result =
+            derived.map(|derived| (derived, keep_rest(offset, &mut rest_runs, rest_sequences)));
         self.head = Some(head.sequences);
+        self.keep_runs(head.runs);
+        self.keep_runs(rest_runs);
         result
     }
 }
 
-/// The sequences of `rest` to keep: all but its last run's (which may go on in the next
-/// part), as the text from its first run's start to its last run's.
-fn keep_rest<T: Element>(offset: u64, mut rest: Piece<T>) -> Option<StashPiece> {
-    let last = rest.runs.pop()?;
-    let first = *rest.runs.first()?;
+/// The sequences of a part's rest to keep (`sequences`, whose runs are `runs`): all but its
+/// last run's (which may go on in the next part, and is popped from `runs`), as the text
+/// from its first run's start to its last run's.
+fn keep_rest<T: Element>(
+    offset: u64,
+    runs: &mut Vec<ParsedRun>,
+    mut sequences: ParsedSequences<T>,
+) -> Option<StashPiece> {
+    let last = runs.pop()?;
+    let first = *runs.first()?;
     if let Some(s) = last.sequence {
-        rest.sequences.truncate(s as usize);
+        sequences.truncate(s as usize);
     }
-    if rest.sequences.is_empty() {
+    if sequences.is_empty() {
         return None;
     }
     Some(StashPiece {
@@ -344,13 +372,14 @@ fn keep_rest<T: Element>(offset: u64, mut rest: Piece<T>) -> Option<StashPiece> 
         start: offset + first.start as u64,
         end: offset + last.start as u64,
         first_line: first.line,
-        heap_bytes: rest.sequences.heap_bytes() as u64,
-        parsed: Box::new(rest.sequences),
+        heap_bytes: sequences.heap_bytes() as u64,
+        parsed: Box::new(sequences),
     })
 }
 
 impl<T: Element> PartParser<T> {
-    /// What the scan of the part would have found, from its pieces' runs.
+    /// What the scan of the part would have found, from its pieces' runs (its sequences
+    /// appended to `sequences`).
     fn derive(
         &self,
         mode: KeyMode,
@@ -358,8 +387,9 @@ impl<T: Element> PartParser<T> {
         len: usize,
         lines: u64,
         pieces: [&Piece<T>; 2],
+        sequences: &mut Vec<ScannedSequence>,
     ) -> Option<DerivedScan> {
-        let mut sequences: Vec<ScannedSequence> = Vec::new();
+        sequences.reserve(pieces.iter().map(|p| p.runs.len()).sum());
         let mut input_lines = vec![0u64; self.inputs.len()];
         for piece in pieces {
             for (input, count) in input_lines.iter_mut().enumerate() {
@@ -381,12 +411,10 @@ impl<T: Element> PartParser<T> {
             KeyMode::Lines => None,
             KeyMode::Ids => {
                 // Each run ends where the next starts; the last is still open.
-                let next_starts: Vec<u64> = sequences.iter().skip(1).map(|s| s.start).collect();
-                for (seq, next) in sequences
-                    .iter_mut()
-                    .zip(next_starts.iter().copied().chain([end]))
-                {
-                    seq.end = next;
+                let mut next_start = end;
+                for seq in sequences.iter_mut().rev() {
+                    seq.end = next_start;
+                    next_start = seq.start;
                 }
                 let last = sequences.pop()?;
                 if !last.is_id || sequences.first().is_some_and(|s| !s.is_id) {
@@ -402,7 +430,6 @@ impl<T: Element> PartParser<T> {
                 lines,
                 end,
             },
-            sequences,
             input_lines,
         })
     }

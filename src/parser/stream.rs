@@ -282,7 +282,15 @@ impl<T: Element> StreamParser<T> {
     /// id mode every run of lines (also one without a configured input), with where it
     /// starts in the text fed since the range or file started.
     pub fn record_runs(&mut self) {
-        self.runs.get_or_insert_with(Vec::new).clear();
+        let buffer = self.runs.take().unwrap_or_default();
+        self.record_runs_into(buffer);
+    }
+
+    /// As [`record_runs`](Self::record_runs), recording into `buffer` (emptied first), so
+    /// that a caller parsing range after range reuses the memory of runs it is done with.
+    pub fn record_runs_into(&mut self, mut buffer: Vec<ParsedRun>) {
+        buffer.clear();
+        self.runs = Some(buffer);
     }
 
     /// Until called again with `false`, does not check the sequences ended against the rules
