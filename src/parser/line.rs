@@ -19,6 +19,7 @@ use crate::config::{InputConfig, StorageFormat};
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::block::{digits, matches, BLOCK};
 use crate::parser::columns::{InputColumn, ParsedSequences, MAX_COLUMN_ENTRIES};
+use crate::parser::dense_digits::digit_values;
 use crate::parser::number::{
     lanes_value, leading_digits_value, scan_entry_value, scan_entry_value_outlined, Element,
     NumberError,
@@ -482,6 +483,9 @@ pub(super) fn skip_space(buf: &[u8], mut pos: usize) -> usize {
 
 /// A zero value ended by a space.
 const ZERO: &[u8; 2] = b"0 ";
+
+/// The smallest dim whose samples are read by [`digit_values`] first.
+const FEWEST_DENSE_DIGIT_VALUES: usize = 8;
 
 /// Four zero values, each ended by a space: what [`four_zeros_at`] looks for.
 const FOUR_ZEROS: &[u8; 8] = b"0 0 0 0 ";
@@ -1027,7 +1031,7 @@ impl LineParser {
     fn dense_sample<T: Element>(
         &self,
         buf: &[u8],
-        mut pos: usize,
+        pos: usize,
         pipe: usize,
         input: usize,
         out: &mut ParsedSequences<T>,
@@ -1037,7 +1041,27 @@ impl LineParser {
         let column = &mut out.columns[input];
         // Zero-filled first: a short sample is then already padded.
         let sample_start = column.push_zero_sample();
-        let mut count = 0usize;
+        // Its plain integers from bit masks while they last; the loop below reads the rest.
+        // Not for a few values: the masks of a window cost about what eight values do.
+        let first = skip_space(buf, pos);
+        let (mut pos, mut count) = match column.value_tier {
+            _ if dim < FEWEST_DENSE_DIGIT_VALUES => (pos, 0),
+            ValueTier::Bytes => digit_values(
+                buf,
+                first,
+                &mut column.byte_values[sample_start..sample_start + dim],
+                0,
+                |v| u8::try_from(v).ok(),
+            ),
+            ValueTier::Stored => digit_values(
+                buf,
+                first,
+                &mut column.values[sample_start..sample_start + dim],
+                0,
+                |v| Some(T::from_u64(v)),
+            ),
+            ValueTier::Ones => (pos, 0),
+        };
         loop {
             pos = skip_space(buf, pos);
             // Zeros are most values of many dense inputs (pixels, one-hot labels), in runs.

@@ -8,6 +8,7 @@
 
 pub(crate) mod block;
 pub mod columns;
+pub(crate) mod dense_digits;
 pub mod indices;
 pub mod line;
 pub mod number;

@@ -532,6 +532,9 @@ pub fn gen_inputs(src: &mut Src) -> Vec<InputSpec> {
         let dim = if sparse && src.chance(30) {
             // Indices around and past two bytes' worth.
             src.range(60_000, 200_000)
+        } else if !sparse && src.chance(15) {
+            // Samples long enough for the parser's dense runs over 64-byte windows.
+            src.range(20, 120)
         } else if src.chance(50) {
             src.range(1, 4)
         } else {
