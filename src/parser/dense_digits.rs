@@ -12,8 +12,7 @@
 //! parser's general loop reads the rest of the sample, so the sample is the same either way.
 
 use crate::parser::block::{digits, matches, BLOCK};
-use crate::parser::number::lanes_value;
-use crate::parser::word::ONES;
+use crate::parser::number::ascii_digits_value;
 
 /// Bytes read at once: the block whose spaces are found, and the 8 bytes a value starting
 /// near its end is read from.
@@ -40,47 +39,52 @@ pub(crate) fn digit_values<E>(
         let Some(block) = window.first_chunk::<BLOCK>() else {
             return (at, count);
         };
-        let mut spaces = matches(block, [b' ']);
+        let spaces = matches(block, [b' ']);
         let digits = digits(block);
         // Where the next value starts in the window.
         let mut start = 0;
-        if let Some(ends) = well_formed_run(spaces, digits) {
-            // Every value up to the run's last space is 1 to 7 digits: no shape checks.
-            let mut ends = ends;
-            while ends != 0 {
-                let space = ends.trailing_zeros() as usize;
-                ends &= ends - 1;
-                let value = value_at(window, start, space - start).and_then(&convert);
-                let (Some(value), Some(slot)) = (value, sample.get_mut(count)) else {
+        match well_formed_run(spaces, digits) {
+            Some(ends) => {
+                // Every value up to the run's last space is 1 to 7 digits: no shape checks.
+                let mut rest = ends;
+                while rest != 0 {
+                    let space = rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    let value = value_at(window, start, space - start).and_then(&convert);
+                    let (Some(value), Some(slot)) = (value, sample.get_mut(count)) else {
+                        return (at + start, count);
+                    };
+                    *slot = value;
+                    count += 1;
+                    start = space + 1;
+                }
+                if ends != spaces {
+                    // A byte neither a digit nor a space follows: the next value holds it.
                     return (at + start, count);
-                };
-                *slot = value;
-                count += 1;
-                start = space + 1;
+                }
             }
-            // The values after the run's last space are for the loop below.
-            spaces = if start >= 64 {
-                0
-            } else {
-                spaces & (u64::MAX << start)
-            };
-        }
-        while spaces != 0 {
-            let space = spaces.trailing_zeros() as usize;
-            spaces &= spaces - 1;
-            let len = space - start;
-            let all = (1u64 << len) - 1;
-            let digits_only = (1..=7).contains(&len) && (digits >> start) & all == all;
-            let value = digits_only
-                .then(|| value_at(window, start, len))
-                .flatten()
-                .and_then(&convert);
-            let (Some(value), Some(slot)) = (value, sample.get_mut(count)) else {
-                return (at + start, count);
-            };
-            *slot = value;
-            count += 1;
-            start = space + 1;
+            None => {
+                // Value by value, each checked on the masks, up to the first of another
+                // shape.
+                let mut rest = spaces;
+                while rest != 0 {
+                    let space = rest.trailing_zeros() as usize;
+                    rest &= rest - 1;
+                    let len = space - start;
+                    let all = (1u64 << len) - 1;
+                    let digits_only = (1..=7).contains(&len) && (digits >> start) & all == all;
+                    let value = digits_only
+                        .then(|| value_at(window, start, len))
+                        .flatten()
+                        .and_then(&convert);
+                    let (Some(value), Some(slot)) = (value, sample.get_mut(count)) else {
+                        return (at + start, count);
+                    };
+                    *slot = value;
+                    count += 1;
+                    start = space + 1;
+                }
+            }
         }
         if start == 0 {
             // No space in the block: a value longer than it, or the sample's end.
@@ -94,8 +98,7 @@ pub(crate) fn digit_values<E>(
 #[inline(always)]
 fn value_at(window: &[u8; WINDOW], start: usize, len: usize) -> Option<u64> {
     let head = window.get(start..)?.first_chunk::<8>()?;
-    let lanes = u64::from_le_bytes(*head) ^ (ONES * u64::from(b'0'));
-    Some(lanes_value(lanes, len as u32))
+    Some(ascii_digits_value(u64::from_le_bytes(*head), len as u32))
 }
 
 /// The spaces ending the values of a block that starts with a value, up to the last space

@@ -21,11 +21,10 @@ use crate::parser::block::{digits, matches, BLOCK};
 use crate::parser::columns::{InputColumn, ParsedSequences, MAX_COLUMN_ENTRIES};
 use crate::parser::dense_digits::digit_values;
 use crate::parser::number::{
-    lanes_value, leading_digits_value, scan_entry_value, scan_entry_value_outlined, Element,
+    ascii_digits_value, leading_digits_value, scan_entry_value, scan_entry_value_outlined, Element,
     NumberError,
 };
 use crate::parser::values::{EntryValue, ValueTier};
-use crate::parser::word::ONES;
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -339,7 +338,7 @@ fn masked_entry(
     }
     let head = u64::from_le_bytes(*window.get(start..)?.first_chunk::<8>()?);
     // At most 7 digits: below 10^7, within u32.
-    let index = lanes_value(head ^ (ONES * u64::from(b'0')), (len - 2) as u32) as u32;
+    let index = ascii_digits_value(head, (len - 2) as u32) as u32;
     Some(MaskedEntry {
         index,
         digit: window[space - 1].wrapping_sub(b'0'),

@@ -197,6 +197,14 @@ pub(crate) fn lanes_value(x: u64, n: u32) -> u64 {
     (d.wrapping_mul(10_000) + (d >> 32)) & 0xffff_ffff
 }
 
+/// The value of the first `n` bytes of `word` (1 to 7, the first in the lowest byte), which
+/// the caller found to be ASCII digits: a word read from text, before
+/// [`digit_lanes`](crate::parser::word::digit_lanes) or any other step.
+#[inline(always)]
+pub(crate) fn ascii_digits_value(word: u64, n: u32) -> u64 {
+    lanes_value(word ^ (crate::parser::word::ONES * u64::from(b'0')), n)
+}
+
 /// Largest exponent magnitude tracked exactly; beyond it every value is zero or infinite.
 const EXP_LIMIT: i32 = 100_000;
 
