@@ -337,6 +337,44 @@ impl<T: Element> InputColumn<T> {
         }
     }
 
+    /// Appends a sparse sample of one entry, `index:digit`, as [`entry_count`],
+    /// [`push_entry`](Self::push_entry) and [`end_sparse_sample`](Self::end_sparse_sample)
+    /// would (lines of one-hot samples, `|word 4567:1`). While every sample holds one stored
+    /// value and the value tier holds the digit as it is, that is one index and at most one
+    /// value, with the column's state checked once: the general path checks it again after
+    /// each store (a store into a vector could alias the column's fields), which made it
+    /// about a tenth of the instructions of a parse of such lines.
+    ///
+    /// [`entry_count`]: Self::entry_count
+    #[inline(always)]
+    pub(crate) fn push_one_entry_sample(&mut self, index: u32, digit: u8) {
+        if !self.single_entries {
+            return self.push_one_entry_sample_widening(index, digit);
+        }
+        // The value first, as `push_entry` stores it.
+        match (self.value_tier, digit) {
+            (ValueTier::Ones, 1) => {}
+            (ValueTier::Bytes, _) => self.byte_values.push(digit),
+            (ValueTier::Stored, _) => self.values.push(T::from_byte(digit)),
+            (ValueTier::Ones, _) => return self.push_one_entry_sample_widening(index, digit),
+        }
+        // A sample's only index follows 0. With one entry the sample's end adds no offset.
+        if !self.indices.push(index, 0) {
+            let sample_start = self.indices.len();
+            self.push_index_widening(index, sample_start);
+        }
+    }
+
+    /// [`push_one_entry_sample`](Self::push_one_entry_sample) the general way, for a
+    /// sample that widens the value tier or follows one of several values.
+    #[cold]
+    #[inline(never)]
+    fn push_one_entry_sample_widening(&mut self, index: u32, digit: u8) {
+        let sample_start = self.entry_count();
+        self.push_entry(index, 0, sample_start, EntryValue::Byte(digit));
+        self.end_sparse_sample(sample_start);
+    }
+
     /// Appends up to `MOST` entries of a sparse sample, as [`push_entry`](Self::push_entry)
     /// would but without its checks, from `write`: it gets slots of steps (each index less
     /// the one before it in its sample, 0 for the first) and of byte values (kept when
@@ -1271,6 +1309,92 @@ mod tests {
             sparse_samples(&p, 1),
             [(vec![1, 2], vec![1.0, 1.0]), (vec![3], vec![1.0])]
         );
+    }
+
+    /// What the column stores, raw: its buffers and the states that shape them.
+    fn raw_state(c: &InputColumn<f32>) -> impl PartialEq + std::fmt::Debug {
+        let (steps, wide) = c.indices.storage();
+        (
+            (steps.to_vec(), wide.to_vec(), c.indices.is_widened()),
+            (
+                c.values.clone(),
+                c.byte_values.clone(),
+                c.sample_offsets.clone(),
+            ),
+            (c.value_tier, c.single_entries, c.sample_count()),
+        )
+    }
+
+    #[test]
+    fn one_entry_samples_are_stored_as_the_general_path_stores_them() {
+        // Each case: samples pushed before (one entry each unless listed), then one-entry
+        // samples taken both ways; every state the fast path must tell apart: one-hot
+        // ones, a zero or another byte (the byte tier), an index past the steps (widened
+        // indices), a value stored as it is, a sample of several entries before.
+        enum Before {
+            Entry(u32, u8),
+            Wide(u32, f32),
+            Several(&'static [u32]),
+        }
+        use Before::*;
+        let cases: &[&[Before]] = &[
+            &[],
+            &[Entry(3, 1)],
+            &[Entry(3, 0)],
+            &[Entry(3, 7)],
+            &[Entry(70_000, 1)],
+            &[Entry(3, 1), Entry(70_000, 9)],
+            &[Wide(4, 2.5)],
+            &[Wide(80_000, 300.0)],
+            &[Several(&[1, 2])],
+            &[Several(&[1, 70_000]), Entry(5, 2)],
+        ];
+        let after = [
+            (9, 1),
+            (65_535, 1),
+            (0, 0),
+            (65_536, 1),
+            (12, 9),
+            (99_999, 0),
+            (7, 1),
+            (100, 3),
+        ];
+        for (k, before) in cases.iter().enumerate() {
+            let config = InputConfig::sparse("s", 100_000);
+            let mut general = InputColumn::<f32>::new(&config);
+            for step in before.iter() {
+                let start = general.entry_count();
+                match *step {
+                    Entry(index, digit) => {
+                        general.push_entry(index, 0, start, EntryValue::Byte(digit))
+                    }
+                    Wide(index, value) => {
+                        general.push_entry(index, 0, start, EntryValue::Wide(value))
+                    }
+                    Several(indices) => {
+                        let mut last = 0;
+                        for &index in indices {
+                            general.push_entry(index, last, start, EntryValue::Byte(1));
+                            last = index;
+                        }
+                    }
+                }
+                general.end_sparse_sample(start);
+            }
+            let mut quick = general.clone();
+            for (n, &(index, digit)) in after.iter().enumerate() {
+                let start = general.entry_count();
+                general.push_entry(index, 0, start, EntryValue::Byte(digit));
+                general.end_sparse_sample(start);
+                quick.push_one_entry_sample(index, digit);
+                assert_eq!(
+                    raw_state(&quick),
+                    raw_state(&general),
+                    "case {k}, sample {n}"
+                );
+                assert!(quick == general, "case {k}, sample {n}");
+            }
+        }
     }
 
     #[test]

@@ -166,11 +166,7 @@ fn push_quick<T: Element>(out: &mut ParsedSequences<T>, input: usize, value: Qui
     let column = &mut out.columns[input];
     match value {
         QuickValue::Dense(value) => column.push_scalar_sample(value),
-        QuickValue::Entry(index, digit) => {
-            let sample_start = column.entry_count();
-            column.push_entry(index, 0, sample_start, EntryValue::Byte(digit));
-            column.end_sparse_sample(sample_start);
-        }
+        QuickValue::Entry(index, digit) => column.push_one_entry_sample(index, digit),
     }
 }
 
@@ -738,9 +734,7 @@ impl LineParser {
                 if buf[end] != b'\n' {
                     return None;
                 }
-                let sample_start = column.entry_count();
-                column.push_entry(index, 0, sample_start, EntryValue::Byte(digit));
-                column.end_sparse_sample(sample_start);
+                column.push_one_entry_sample(index, digit);
                 Some(end)
             }
         }
