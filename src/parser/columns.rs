@@ -339,18 +339,16 @@ impl<T: Element> InputColumn<T> {
 
     /// Appends a sparse sample of one entry, `index:digit`, as [`entry_count`],
     /// [`push_entry`](Self::push_entry) and [`end_sparse_sample`](Self::end_sparse_sample)
-    /// would (lines of one-hot samples, `|word 4567:1`). While every sample holds one stored
-    /// value and the value tier holds the digit as it is, that is one index and at most one
-    /// value, with the column's state checked once: the general path checks it again after
-    /// each store (a store into a vector could alias the column's fields), which made it
-    /// about a tenth of the instructions of a parse of such lines.
+    /// would (lines of one-hot samples, `|word 4567:1`): one value unless the tier leaves
+    /// it implicit, one index, and an offset unless every sample holds one stored value.
+    /// The column's state is read once, where the general path reads it again after each
+    /// store (a store into a vector could alias the column's fields): a tenth fewer
+    /// instructions in the parse of such lines.
     ///
     /// [`entry_count`]: Self::entry_count
     #[inline(always)]
     pub(crate) fn push_one_entry_sample(&mut self, index: u32, digit: u8) {
-        if !self.single_entries {
-            return self.push_one_entry_sample_widening(index, digit);
-        }
+        let single_entries = self.single_entries;
         // The value first, as `push_entry` stores it.
         match (self.value_tier, digit) {
             (ValueTier::Ones, 1) => {}
@@ -358,15 +356,18 @@ impl<T: Element> InputColumn<T> {
             (ValueTier::Stored, _) => self.values.push(T::from_byte(digit)),
             (ValueTier::Ones, _) => return self.push_one_entry_sample_widening(index, digit),
         }
-        // A sample's only index follows 0. With one entry the sample's end adds no offset.
+        // A sample's only index follows 0.
         if !self.indices.push(index, 0) {
             let sample_start = self.indices.len();
             self.push_index_widening(index, sample_start);
         }
+        if !single_entries {
+            self.sample_offsets.push(offset(self.indices.len()));
+        }
     }
 
-    /// [`push_one_entry_sample`](Self::push_one_entry_sample) the general way, for a
-    /// sample that widens the value tier or follows one of several values.
+    /// [`push_one_entry_sample`](Self::push_one_entry_sample) the general way, for a value
+    /// that the column's tier cannot hold (it widens the tier).
     #[cold]
     #[inline(never)]
     fn push_one_entry_sample_widening(&mut self, index: u32, digit: u8) {
