@@ -41,50 +41,25 @@ pub(crate) fn digit_values<E>(
         };
         let spaces = matches(block, [b' ']);
         let digits = digits(block);
-        // Where the next value starts in the window.
-        let mut start = 0;
-        match well_formed_run(spaces, digits) {
-            Some(ends) => {
-                // Every value up to the run's last space is 1 to 7 digits: no shape checks.
-                let mut rest = ends;
-                while rest != 0 {
-                    let space = rest.trailing_zeros() as usize;
-                    rest &= rest - 1;
-                    let value = value_at(window, start, space - start).and_then(&convert);
-                    let (Some(value), Some(slot)) = (value, sample.get_mut(count)) else {
-                        return (at + start, count);
-                    };
-                    *slot = value;
-                    count += 1;
-                    start = space + 1;
-                }
-                if ends != spaces {
-                    // A byte neither a digit nor a space follows: the next value holds it.
-                    return (at + start, count);
-                }
-            }
-            None => {
-                // Value by value, each checked on the masks, up to the first of another
-                // shape.
-                let mut rest = spaces;
-                while rest != 0 {
-                    let space = rest.trailing_zeros() as usize;
-                    rest &= rest - 1;
-                    let len = space - start;
-                    let all = (1u64 << len) - 1;
-                    let digits_only = (1..=7).contains(&len) && (digits >> start) & all == all;
-                    let value = digits_only
-                        .then(|| value_at(window, start, len))
-                        .flatten()
-                        .and_then(&convert);
-                    let (Some(value), Some(slot)) = (value, sample.get_mut(count)) else {
-                        return (at + start, count);
-                    };
-                    *slot = value;
-                    count += 1;
-                    start = space + 1;
-                }
-            }
+        // The spaces that end the values to read: with no shape check when every value up
+        // to the run's last space is 1 to 7 digits, else each value checked on the masks.
+        let (ends, read) = match well_formed_run(spaces, digits) {
+            Some(ends) => (
+                ends,
+                read_values::<E, false>(window, digits, ends, sample, &mut count, &convert),
+            ),
+            None => (
+                spaces,
+                read_values::<E, true>(window, digits, spaces, sample, &mut count, &convert),
+            ),
+        };
+        let start = match read {
+            Ok(start) => start,
+            Err(stop) => return (at + stop, count),
+        };
+        if ends != spaces {
+            // A byte neither a digit nor a space follows the run: the next value holds it.
+            return (at + start, count);
         }
         if start == 0 {
             // No space in the block: a value longer than it, or the sample's end.
@@ -92,6 +67,44 @@ pub(crate) fn digit_values<E>(
         }
         at += start;
     }
+}
+
+/// Reads into `sample[*count..]` the values of `window` ended by the spaces of `ends`, the
+/// first at the window's start, each checked on the `digits` mask to be 1 to 7 digits when
+/// `CHECKED` (else the caller found them so). `Ok` with where the value after the last space
+/// starts, or `Err` with where the first value not read starts (of another shape, one
+/// `convert` refuses, or past the sample). One loop, instantiated with and without the
+/// checks: a check on a flag inside it cost the well-formed runs a sixth more instructions.
+#[inline(always)]
+fn read_values<E, const CHECKED: bool>(
+    window: &[u8; WINDOW],
+    digits: u64,
+    ends: u64,
+    sample: &mut [E],
+    count: &mut usize,
+    convert: &impl Fn(u64) -> Option<E>,
+) -> Result<usize, usize> {
+    let mut start = 0;
+    let mut rest = ends;
+    while rest != 0 {
+        let space = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        let len = space - start;
+        if CHECKED {
+            let all = (1u64 << len) - 1;
+            if !((1..=7).contains(&len) && (digits >> start) & all == all) {
+                return Err(start);
+            }
+        }
+        let value = value_at(window, start, len).and_then(convert);
+        let (Some(value), Some(slot)) = (value, sample.get_mut(*count)) else {
+            return Err(start);
+        };
+        *slot = value;
+        *count += 1;
+        start = space + 1;
+    }
+    Ok(start)
 }
 
 /// The value of the `len` digits (1 to 7) at `window[start..]`.

@@ -1036,19 +1036,18 @@ impl LineParser {
         let sample_start = column.push_zero_sample();
         // Its plain integers from bit masks while they last; the loop below reads the rest.
         // Not for a few values: the masks of a window cost about what eight values do.
-        let first = skip_space(buf, pos);
         let (mut pos, mut count) = match column.value_tier {
             _ if dim < FEWEST_DENSE_DIGIT_VALUES => (pos, 0),
             ValueTier::Bytes => digit_values(
                 buf,
-                first,
+                skip_space(buf, pos),
                 &mut column.byte_values[sample_start..sample_start + dim],
                 0,
                 |v| u8::try_from(v).ok(),
             ),
             ValueTier::Stored => digit_values(
                 buf,
-                first,
+                skip_space(buf, pos),
                 &mut column.values[sample_start..sample_start + dim],
                 0,
                 |v| Some(T::from_u64(v)),
