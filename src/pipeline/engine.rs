@@ -1294,7 +1294,10 @@ fn plan_into<T>(
     if !head_start(shared, loads, plan, &mut requested_in) {
         return;
     }
+    // The first sweep's order, computed here, is planning time too.
+    let ordering = Instant::now();
     let timeline = Timeline::new(Arc::clone(&shared.index), &shared.config);
+    add_time(&shared.plan_nanos, ordering);
     let Ok(mut timeline) = timeline else {
         finish(planned, batch);
         return;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use crate::config::ReaderConfig;
 use crate::index::CorpusIndex;
 
-use order::{sweep_order, OrderSettings};
+use order::{sweep_order, OrderSettings, OrderedSequence};
 use sharding::Sharding;
 
 /// The sequences of one minibatch, as the timeline chose them.
@@ -67,11 +67,9 @@ impl std::error::Error for TimelineError {}
 #[derive(Clone)]
 struct Sweep {
     number: u64,
-    /// Ordinals of the sequences with samples, in delivery order (shared by clones).
-    order: Arc<Vec<u32>>,
-    /// The samples of each sequence of `order`, beside it: walking the timeline then reads
-    /// two arrays in order instead of the index at random.
-    samples: Arc<Vec<u32>>,
+    /// The sequences with samples and their sample counts, in delivery order (shared by
+    /// clones): walking the timeline reads them in order instead of the index at random.
+    order: Arc<Vec<OrderedSequence>>,
     /// Per chunk of the index, its position in this sweep's chunk order.
     chunk_position: Arc<Vec<u32>>,
     /// Index in `order` of the next sequence.
@@ -151,7 +149,7 @@ impl Timeline {
         let sweep = &mut self.sweep;
         let mut at = self.position;
         while at < position && sweep.next < sweep.order.len() {
-            at += u64::from(sweep.samples[sweep.next]);
+            at += u64::from(sweep.order[sweep.next].samples);
             sweep.next += 1;
         }
         self.position = at;
@@ -212,8 +210,9 @@ impl Timeline {
         }
         let sweep = &self.sweep;
         // Within a sweep the positions before `(number + 1)·N` all have a next sequence.
-        let ordinal = sweep.order[sweep.next];
-        let samples = sweep.samples[sweep.next];
+        let OrderedSequence {
+            ordinal, samples, ..
+        } = sweep.order[sweep.next];
         let owner = self
             .sharding
             .owns(&self.index, ordinal, sweep.next, &sweep.chunk_position);
@@ -258,7 +257,6 @@ impl Sweep {
         Sweep {
             number,
             order: Arc::new(order.sequences),
-            samples: Arc::new(order.samples),
             chunk_position: Arc::new(order.chunk_position),
             next: 0,
         }

@@ -3,8 +3,10 @@
 //! CNTK's exact orders ([`cntk`]), seeded with `randomizationSeed + sweep`.
 //!
 //! The order holds the ordinals of the sequences that have samples and their sample counts
-//! (8 bytes each: the whole sweep is laid out at once, beside the 24 bytes per sequence of
-//! the index). Sequences without samples take no place on the timeline and are left out.
+//! (12 bytes each, with the home chunk the randomizer moved them with: the whole sweep is
+//! laid out at once, beside the 24 bytes per sequence of the index). The randomizer's slots
+//! are the order itself, so planning a sweep allocates its order once and does not copy it.
+//! Sequences without samples take no place on the timeline and are left out.
 //!
 //! [`block`]: crate::randomize::block
 //! [`cntk`]: crate::randomize::cntk
@@ -41,12 +43,30 @@ impl OrderSettings {
 /// One sweep's order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SweepPlan {
-    /// Ordinals of the sequences with samples, in delivery order.
-    pub sequences: Vec<u32>,
-    /// The samples of each sequence of `sequences`, beside it.
-    pub samples: Vec<u32>,
+    /// The sequences with samples, in delivery order.
+    pub sequences: Vec<OrderedSequence>,
     /// Per chunk of the index, its position in the sweep's chunk order.
     pub chunk_position: Vec<u32>,
+}
+
+/// A sequence of a sweep's order: what walking the timeline reads of it, beside it, so that
+/// the walk reads the order in order instead of the index at random.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderedSequence {
+    /// Its ordinal in the index.
+    pub ordinal: u32,
+    /// Its sample count, as the index has it.
+    pub samples: u32,
+    /// The position in the sweep's chunk order of the chunk it was laid out in before the
+    /// swaps (the randomizer's window checks read it); 0 when not randomized.
+    home: u32,
+}
+
+impl Slot for OrderedSequence {
+    #[inline]
+    fn home(&self) -> u32 {
+        self.home
+    }
 }
 
 /// The chunks (index ids) of the first randomization window of sweep `sweep`, in the
@@ -83,16 +103,19 @@ fn window_of(settings: &OrderSettings) -> Window {
 /// The order of sweep `sweep` of `index`.
 pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) -> SweepPlan {
     if !settings.randomize {
-        let (sequences, samples) = index
+        let sequences = index
             .sequences
             .iter()
             .enumerate()
             .filter(|(_, e)| e.samples > 0)
-            .map(|(o, e)| (o as u32, e.samples))
-            .unzip();
+            .map(|(o, e)| OrderedSequence {
+                ordinal: o as u32,
+                samples: e.samples,
+                home: 0,
+            })
+            .collect();
         return SweepPlan {
             sequences,
-            samples,
             chunk_position: (0..index.chunks.len() as u32).collect(),
         };
     }
@@ -105,18 +128,18 @@ pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) ->
         })
         .collect();
     let window = window_of(settings);
-    // Each slot carries what the plan keeps of its sequence, read in file order here, so
-    // that the plan is one pass over the shuffled slots rather than a lookup in a random
-    // order per sequence.
+    // Each slot carries what the order keeps of its sequence, read in file order here, so
+    // that the shuffled slots are the order, without a lookup in a random order per
+    // sequence.
     let slot = |home: u32, chunk: u32, within: u32| {
         let ordinal = index.chunk(chunk).sequences.start + within;
-        OrderSlot {
+        OrderedSequence {
             ordinal,
             samples: index.sequences[ordinal as usize].samples,
             home,
         }
     };
-    let (chunks, slots) = match settings.randomizer {
+    let (chunks, mut sequences) = match settings.randomizer {
         RandomizerKind::Block => {
             shuffle_sweep::<block::Block, _>(&sizes, window, settings.seed, sweep, slot)
         }
@@ -128,30 +151,11 @@ pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) ->
     for (position, &chunk) in chunks.iter().enumerate() {
         chunk_position[chunk as usize] = position as u32;
     }
-    let mut plan = SweepPlan {
-        sequences: Vec::with_capacity(slots.len()),
-        samples: Vec::with_capacity(slots.len()),
+    // The swaps moved the sequences without samples too (the order depends on them): they
+    // leave now, in place.
+    sequences.retain(|s| s.samples > 0);
+    SweepPlan {
+        sequences,
         chunk_position,
-    };
-    for s in slots.iter().filter(|s| s.samples > 0) {
-        plan.sequences.push(s.ordinal);
-        plan.samples.push(s.samples);
-    }
-    plan
-}
-
-/// A sequence as [`sweep_order`] shuffles it: its ordinal and sample count, and its home
-/// chunk (for the randomizer's window checks).
-#[derive(Clone, Copy)]
-struct OrderSlot {
-    ordinal: u32,
-    samples: u32,
-    home: u32,
-}
-
-impl Slot for OrderSlot {
-    #[inline]
-    fn home(&self) -> u32 {
-        self.home
     }
 }

@@ -12,6 +12,7 @@ use crate::index::build_index;
 
 /// A corpus of sequences with the given sample counts (ids 0, 1, ...), indexed with chunks
 /// of about `chunk_size` bytes; also returns the configuration and keeps the files alive.
+/// A sequence of 0 samples is one line of an input outside the configuration.
 struct Corpus {
     _dir: tempfile::TempDir,
     config: ReaderConfig,
@@ -25,6 +26,9 @@ fn corpus(lengths: &[u32], chunk_size: u64, edit: impl Fn(ReaderConfig) -> Reade
     for (id, &len) in lengths.iter().enumerate() {
         for t in 0..len {
             text.push_str(&format!("{id} |x {t}\n"));
+        }
+        if len == 0 {
+            text.push_str(&format!("{id} |unread 1\n"));
         }
     }
     std::fs::write(&path, text).unwrap();
@@ -115,6 +119,46 @@ fn every_sequence_once_per_sweep_and_order_independent_of_size() {
                 assert_eq!(s.end - s.start, s.global_samples);
                 assert!(s.global_samples <= 7 || s.sequences.len() == 1, "{s:?}");
                 at = s.end;
+            }
+        }
+    }
+}
+
+#[test]
+fn sequences_without_samples_take_no_place_in_any_order() {
+    // Every third sequence holds no sample of the configured input.
+    let lengths: Vec<u32> = (0..48)
+        .map(|i| if i % 3 == 1 { 0 } else { 1 + i % 4 })
+        .collect();
+    let with_samples: Vec<u64> = (0..48).filter(|i| i % 3 != 1).collect();
+    for randomize in [false, true] {
+        for kind in [RandomizerKind::Block, RandomizerKind::Cntk] {
+            for window in [1, 3, 128] {
+                let c = corpus(
+                    &lengths,
+                    30,
+                    with(|c| {
+                        c.randomize = randomize;
+                        c.randomizer = kind;
+                        c.randomization_window = Some(window);
+                    }),
+                );
+                let what = format!("randomize {randomize} {kind:?} window {window}");
+                assert_eq!(c.index.sequences.len(), lengths.len(), "{what}");
+                let n = c.index.total_samples();
+                let selections = run(&mut timeline(&c), 5, 2 * n);
+                for s in &selections {
+                    for &o in &s.sequences {
+                        assert!(c.index.sequences[o as usize].samples > 0, "{what}: {s:?}");
+                    }
+                }
+                let all = keys(&c, &selections);
+                assert_eq!(all.len(), 2 * with_samples.len(), "{what}");
+                for sweep in all.chunks(with_samples.len()) {
+                    let mut sorted = sweep.to_vec();
+                    sorted.sort_unstable();
+                    assert_eq!(sorted, with_samples, "{what}");
+                }
             }
         }
     }
@@ -373,7 +417,7 @@ fn the_first_sequences_of_a_sweep_come_from_its_first_window_chunks() {
                     .filter(|&o| c.index.sequences[o as usize].samples > 0)
                     .count();
                 assert!(span > 0 && !first.is_empty(), "{what}");
-                for &ordinal in &plan.sequences[..span] {
+                for ordinal in plan.sequences[..span].iter().map(|s| s.ordinal) {
                     let home = c
                         .index
                         .chunks
