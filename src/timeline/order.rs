@@ -3,10 +3,11 @@
 //! CNTK's exact orders ([`cntk`]), seeded with `randomizationSeed + sweep`.
 //!
 //! The order holds the ordinals of the sequences that have samples and their sample counts
-//! (12 bytes each, with the home chunk the randomizer moved them with: the whole sweep is
-//! laid out at once, beside the 24 bytes per sequence of the index). The randomizer's slots
-//! are the order itself, so planning a sweep allocates its order once and does not copy it.
-//! Sequences without samples take no place on the timeline and are left out.
+//! (8 bytes each: the whole sweep is laid out at once, beside the 24 bytes per sequence of
+//! the index). It is collected in the memory of the randomizer's slots, which carry the
+//! same and their home chunk (12 bytes each), so planning a sweep allocates one array of
+//! the sweep's size. Sequences without samples take no place on the timeline and are left
+//! out.
 //!
 //! [`block`]: crate::randomize::block
 //! [`cntk`]: crate::randomize::cntk
@@ -57,16 +58,6 @@ pub struct OrderedSequence {
     pub ordinal: u32,
     /// Its sample count, as the index has it.
     pub samples: u32,
-    /// The position in the sweep's chunk order of the chunk it was laid out in before the
-    /// swaps (the randomizer's window checks read it); 0 when not randomized.
-    home: u32,
-}
-
-impl Slot for OrderedSequence {
-    #[inline]
-    fn home(&self) -> u32 {
-        self.home
-    }
 }
 
 /// The chunks (index ids) of the first randomization window of sweep `sweep`, in the
@@ -111,7 +102,6 @@ pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) ->
             .map(|(o, e)| OrderedSequence {
                 ordinal: o as u32,
                 samples: e.samples,
-                home: 0,
             })
             .collect();
         return SweepPlan {
@@ -133,13 +123,15 @@ pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) ->
     // sequence.
     let slot = |home: u32, chunk: u32, within: u32| {
         let ordinal = index.chunk(chunk).sequences.start + within;
-        OrderedSequence {
-            ordinal,
-            samples: index.sequences[ordinal as usize].samples,
+        OrderSlot {
+            sequence: OrderedSequence {
+                ordinal,
+                samples: index.sequences[ordinal as usize].samples,
+            },
             home,
         }
     };
-    let (chunks, mut sequences) = match settings.randomizer {
+    let (chunks, slots) = match settings.randomizer {
         RandomizerKind::Block => {
             shuffle_sweep::<block::Block, _>(&sizes, window, settings.seed, sweep, slot)
         }
@@ -152,10 +144,32 @@ pub fn sweep_order(index: &CorpusIndex, settings: &OrderSettings, sweep: u64) ->
         chunk_position[chunk as usize] = position as u32;
     }
     // The swaps moved the sequences without samples too (the order depends on them): they
-    // leave now, in place.
-    sequences.retain(|s| s.samples > 0);
+    // leave now. The order is collected in the slots' memory (a filter and a map keep the
+    // vector's allocation), then shrunk in place: no second array of the sweep's size.
+    let mut sequences: Vec<OrderedSequence> = slots
+        .into_iter()
+        .filter(|s| s.sequence.samples > 0)
+        .map(|s| s.sequence)
+        .collect();
+    sequences.shrink_to_fit();
     SweepPlan {
         sequences,
         chunk_position,
+    }
+}
+
+/// A sequence as [`sweep_order`] shuffles it: what the order keeps of it, and its home (the
+/// position in the sweep's chunk order of the chunk it was laid out in before the swaps),
+/// for the randomizer's window checks.
+#[derive(Clone, Copy)]
+struct OrderSlot {
+    sequence: OrderedSequence,
+    home: u32,
+}
+
+impl Slot for OrderSlot {
+    #[inline]
+    fn home(&self) -> u32 {
+        self.home
     }
 }
