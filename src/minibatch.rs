@@ -284,6 +284,19 @@ impl<T: Element> StreamData<T> {
         Ok(())
     }
 
+    /// Reserves room to append `spans` (found by [`locate`] and checked), so that appending
+    /// them grows no buffer.
+    fn reserve_spans<'a>(&mut self, spans: impl Iterator<Item = &'a Span> + Clone) {
+        let values: usize = spans.clone().map(|s| s.values.len()).sum();
+        let samples: usize = spans.clone().map(|s| s.samples.len()).sum();
+        self.values.reserve(values);
+        if self.format == StorageFormat::Sparse {
+            self.row_indices.reserve(values);
+            self.column_starts.reserve(samples);
+        }
+        self.sequence_starts.reserve(spans.count());
+    }
+
     /// Appends sequence `seq` of `col`, which [`StreamData::check`] accepted.
     fn append(&mut self, input: usize, col: &InputColumn<T>, seq: usize) -> Result<(), PackError> {
         let span = locate(input, col, seq)?;
@@ -681,8 +694,11 @@ impl<T: Element> Minibatch<T> {
                 total += span.values.len() as u64;
             }
         }
-        // Pass 3: copy, input by input.
+        // Pass 3: copy, input by input, into room made for all the sequences at once: a
+        // minibatch fresh from the pool would otherwise grow its buffers by doubling, each
+        // step a copy and pages touched anew.
         for (input, stream) in self.streams.iter_mut().enumerate() {
+            stream.reserve_spans(spans.iter().skip(input).step_by(inputs));
             for (k, &(from, _)) in items.iter().enumerate() {
                 stream.append_span(&from.columns[input], &spans[k * inputs + input]);
             }
@@ -1322,6 +1338,22 @@ mod tests {
         let mut batched = Minibatch::new(&inputs);
         batched.push_sequences(&items).unwrap();
         assert_matches_reference(&batched, &combined, &order);
+        // The buffers of a fresh minibatch were sized once for all the sequences, not grown
+        // sequence by sequence.
+        for stream in &batched.streams {
+            let sizes = [
+                (stream.values.capacity(), stream.values.len()),
+                (stream.row_indices.capacity(), stream.row_indices.len()),
+                (stream.column_starts.capacity(), stream.column_starts.len()),
+                (
+                    stream.sequence_starts.capacity(),
+                    stream.sequence_starts.len(),
+                ),
+            ];
+            for (capacity, len) in sizes {
+                assert_eq!(capacity, len, "{:?}", stream.format);
+            }
+        }
         let mut one_by_one = Minibatch::new(&inputs);
         for &(from, seq) in &items {
             one_by_one.push_sequence(from, seq).unwrap();
