@@ -284,17 +284,18 @@ impl<T: Element> StreamData<T> {
         Ok(())
     }
 
-    /// Reserves room to append `spans` (found by [`locate`] and checked), so that appending
-    /// them grows no buffer.
-    fn reserve_spans<'a>(&mut self, spans: impl Iterator<Item = &'a Span> + Clone) {
-        let values: usize = spans.clone().map(|s| s.values.len()).sum();
-        let samples: usize = spans.clone().map(|s| s.samples.len()).sum();
+    /// Reserves room to append `sequences` sequences whose spans are `spans` (found by
+    /// [`locate`] and checked), so that appending them grows no buffer.
+    fn reserve_spans<'a>(&mut self, sequences: usize, spans: impl Iterator<Item = &'a Span>) {
+        let (values, samples) = spans.fold((0, 0), |(v, s), span| {
+            (v + span.values.len(), s + span.samples.len())
+        });
         self.values.reserve(values);
         if self.format == StorageFormat::Sparse {
             self.row_indices.reserve(values);
             self.column_starts.reserve(samples);
         }
-        self.sequence_starts.reserve(spans.count());
+        self.sequence_starts.reserve(sequences);
     }
 
     /// Appends sequence `seq` of `col`, which [`StreamData::check`] accepted.
@@ -698,7 +699,7 @@ impl<T: Element> Minibatch<T> {
         // minibatch fresh from the pool would otherwise grow its buffers by doubling, each
         // step a copy and pages touched anew.
         for (input, stream) in self.streams.iter_mut().enumerate() {
-            stream.reserve_spans(spans.iter().skip(input).step_by(inputs));
+            stream.reserve_spans(items.len(), spans.iter().skip(input).step_by(inputs));
             for (k, &(from, _)) in items.iter().enumerate() {
                 stream.append_span(&from.columns[input], &spans[k * inputs + input]);
             }

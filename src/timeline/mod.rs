@@ -210,9 +210,7 @@ impl Timeline {
         }
         let sweep = &self.sweep;
         // Within a sweep the positions before `(number + 1)·N` all have a next sequence.
-        let OrderedSequence {
-            ordinal, samples, ..
-        } = sweep.order[sweep.next];
+        let OrderedSequence { ordinal, samples } = sweep.order[sweep.next];
         let owner = self
             .sharding
             .owns(&self.index, ordinal, sweep.next, &sweep.chunk_position);

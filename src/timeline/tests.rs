@@ -56,6 +56,20 @@ fn with(f: impl Fn(&mut ReaderConfig)) -> impl Fn(ReaderConfig) -> ReaderConfig 
     }
 }
 
+/// The configuration edit of an order: randomized or not, by `kind`, in windows of `window`
+/// chunks.
+fn ordered(
+    randomize: bool,
+    kind: RandomizerKind,
+    window: u64,
+) -> impl Fn(ReaderConfig) -> ReaderConfig {
+    with(move |c| {
+        c.randomize = randomize;
+        c.randomizer = kind;
+        c.randomization_window = Some(window);
+    })
+}
+
 fn timeline(c: &Corpus) -> Timeline {
     Timeline::new(Arc::clone(&c.index), &c.config).unwrap()
 }
@@ -84,15 +98,7 @@ const LENGTHS: [u32; 23] = [
 fn every_sequence_once_per_sweep_and_order_independent_of_size() {
     for randomize in [false, true] {
         for kind in [RandomizerKind::Block, RandomizerKind::Cntk] {
-            let c = corpus(
-                &LENGTHS,
-                40,
-                with(|c| {
-                    c.randomize = randomize;
-                    c.randomizer = kind;
-                    c.randomization_window = Some(3);
-                }),
-            );
+            let c = corpus(&LENGTHS, 40, ordered(randomize, kind, 3));
             let n = c.index.total_samples();
             assert_eq!(n, LENGTHS.iter().map(|&l| u64::from(l)).sum::<u64>());
             let by_128 = run(&mut timeline(&c), 128, 3 * n);
@@ -134,15 +140,7 @@ fn sequences_without_samples_take_no_place_in_any_order() {
     for randomize in [false, true] {
         for kind in [RandomizerKind::Block, RandomizerKind::Cntk] {
             for window in [1, 3, 128] {
-                let c = corpus(
-                    &lengths,
-                    30,
-                    with(|c| {
-                        c.randomize = randomize;
-                        c.randomizer = kind;
-                        c.randomization_window = Some(window);
-                    }),
-                );
+                let c = corpus(&lengths, 30, ordered(randomize, kind, window));
                 let what = format!("randomize {randomize} {kind:?} window {window}");
                 assert_eq!(c.index.sequences.len(), lengths.len(), "{what}");
                 let n = c.index.total_samples();
