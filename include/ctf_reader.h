@@ -507,8 +507,10 @@ typedef struct ctf_counters {
   double pack_seconds;
   /**
    * Bytes read sequence by sequence for the first minibatch after a start or restore, for
-   * the sequences whose chunks were not loaded yet (the chunks are read whole too, in
-   * `bytes_read`).
+   * the sequences whose chunks were not loaded yet. The chunks are read whole too, in
+   * `bytes_read`, when a later minibatch needs them; a chunk whose sequences the first
+   * minibatch holds all may never be. Over a whole sweep, `bytes_read` plus these cover
+   * every byte of the data files.
    */
   uint64_t quick_bytes_read;
 } ctf_counters;

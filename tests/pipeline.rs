@@ -765,3 +765,48 @@ fn parts_parsed_while_indexing_give_the_reference_minibatches() {
         }
     }
 }
+
+/// A part whose sequences the first minibatch holds all is read by its packer alone, and
+/// need not be read whole before the run ends: `bytes_read` then falls short of the file, and
+/// only with `quick_bytes_read` does it cover every byte. Here the first minibatch is the
+/// whole sweep and the loaders' reads are slowed, so the packer reads every sequence itself.
+/// (`ctf read --stats` once asserted `bytes_read` alone covers the file, which failed when a
+/// small part was read this way.)
+#[test]
+fn a_part_the_first_minibatch_holds_whole_is_read_by_its_packer_alone() {
+    use ctf_reader::chunks::fault::set_read_fault;
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 60);
+    let file_bytes = std::fs::metadata(&file).unwrap().len();
+    let mut cfg = config(&file);
+    cfg.randomization_window = None;
+    let size = 1 << 20;
+    let want = reference(&cfg, sweeps(1), size);
+    assert_eq!(want.len(), 1, "one minibatch holds the sweep");
+    set_read_fault(
+        Path::new(&file),
+        Some(std::sync::Arc::new(|_, _| {
+            let name = std::thread::current().name().map(str::to_string);
+            if name.is_some_and(|n| n.starts_with("ctf-loader")) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Ok(())
+        })),
+    );
+    let options = PipelineOptions {
+        loader_threads: 2,
+        packer_threads: 2,
+        prefetch: 2,
+        part_bytes: 1 << 20,
+        memory_budget: None,
+        parse_while_indexing: false,
+    };
+    let mut t = MinibatchSource::with_options(&cfg, sweeps(1), quiet(), options).unwrap();
+    let got = drain(&mut t, size);
+    let counters = t.counters();
+    drop(t);
+    set_read_fault(Path::new(&file), None);
+    assert_eq!(got, want);
+    assert_eq!(counters.quick_bytes_read, file_bytes, "{counters:?}");
+    assert!(counters.bytes_read < file_bytes, "{counters:?}");
+}

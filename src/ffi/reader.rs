@@ -67,8 +67,10 @@ pub struct ctf_counters {
     /// packer threads.
     pub pack_seconds: f64,
     /// Bytes read sequence by sequence for the first minibatch after a start or restore, for
-    /// the sequences whose chunks were not loaded yet (the chunks are read whole too, in
-    /// `bytes_read`).
+    /// the sequences whose chunks were not loaded yet. The chunks are read whole too, in
+    /// `bytes_read`, when a later minibatch needs them; a chunk whose sequences the first
+    /// minibatch holds all may never be. Over a whole sweep, `bytes_read` plus these cover
+    /// every byte of the data files.
     pub quick_bytes_read: u64,
 }
 

@@ -168,6 +168,7 @@ fn bench<T: Element>(
         format!("plan_s: {:.6}", counters.plan_time.as_secs_f64()),
         format!("pack_s: {:.6}", counters.pack_time.as_secs_f64()),
         format!("wait_s: {:.6}", counters.wait_time.as_secs_f64()),
+        format!("quick_bytes_read: {}", counters.quick_bytes_read),
     ];
     print_lines(&lines)
 }
