@@ -61,6 +61,19 @@ fn t_chunks(cfg: &ReaderConfig) -> u64 {
     s.index().chunks.len() as u64
 }
 
+/// Two loaders, two packers and a prefetch depth of 2, with the given part size, memory
+/// budget and parsing while indexing.
+fn two_of_each(part_bytes: u64, memory_budget: Option<u64>, stash: bool) -> PipelineOptions {
+    PipelineOptions {
+        loader_threads: 2,
+        packer_threads: 2,
+        prefetch: 2,
+        part_bytes,
+        memory_budget,
+        parse_while_indexing: stash,
+    }
+}
+
 fn drain(s: &mut MinibatchSource<f32>, size: u64) -> Vec<Minibatch<f32>> {
     std::iter::from_fn(|| s.next_minibatch(size).unwrap().map(|m| m.into_inner())).collect()
 }
@@ -332,14 +345,7 @@ fn a_memory_budget_bounds_the_cache_and_keeps_the_minibatches() {
     cfg.randomization_window = Some(4);
     let want = reference(&cfg, sweeps(2), 16);
     let run = |budget: Option<u64>| {
-        let options = PipelineOptions {
-            loader_threads: 2,
-            packer_threads: 2,
-            prefetch: 2,
-            part_bytes: 200,
-            memory_budget: budget,
-            parse_while_indexing: true,
-        };
+        let options = two_of_each(200, budget, true);
         let mut t = MinibatchSource::with_options(&cfg, sweeps(2), quiet(), options).unwrap();
         let mut got = Vec::new();
         let mut most = 0;
@@ -420,14 +426,7 @@ fn errors_and_warnings_are_reported_once_by_their_carrier_at_any_part_size() {
     assert_eq!(*reference_log.lock().unwrap(), expected);
     for part_bytes in [1, 20, 1 << 20] {
         let log: Log = Arc::default();
-        let options = PipelineOptions {
-            loader_threads: 2,
-            packer_threads: 2,
-            prefetch: 2,
-            part_bytes,
-            memory_budget: None,
-            parse_while_indexing: true,
-        };
+        let options = two_of_each(part_bytes, None, true);
         let mut t = MinibatchSource::with_options(&cfg, sweeps(3), logging(&log), options).unwrap();
         assert_eq!(drain(&mut t, 1), want, "parts of {part_bytes} bytes");
         assert_eq!(
@@ -501,14 +500,7 @@ fn the_first_minibatch_reads_at_most_4_mib_itself() {
             })),
         );
         // Without parsing while indexing, which would have every part ready at the start.
-        let options = PipelineOptions {
-            loader_threads: 2,
-            packer_threads: 2,
-            prefetch: 2,
-            part_bytes: 64 << 10,
-            memory_budget: None,
-            parse_while_indexing: false,
-        };
+        let options = two_of_each(64 << 10, None, false);
         let mut t = MinibatchSource::with_options(&cfg, sweeps(1), quiet(), options).unwrap();
         let got = drain(&mut t, size);
         set_read_fault(Path::new(&file), None);
@@ -793,14 +785,7 @@ fn a_part_the_first_minibatch_holds_whole_is_read_by_its_packer_alone() {
             Ok(())
         })),
     );
-    let options = PipelineOptions {
-        loader_threads: 2,
-        packer_threads: 2,
-        prefetch: 2,
-        part_bytes: 1 << 20,
-        memory_budget: None,
-        parse_while_indexing: false,
-    };
+    let options = two_of_each(1 << 20, None, false);
     let mut t = MinibatchSource::with_options(&cfg, sweeps(1), quiet(), options).unwrap();
     let got = drain(&mut t, size);
     let counters = t.counters();
