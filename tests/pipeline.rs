@@ -761,12 +761,14 @@ fn parts_parsed_while_indexing_give_the_reference_minibatches() {
 /// A part whose sequences the first minibatch holds all is read by its packer alone, and
 /// need not be read whole before the run ends: `bytes_read` then falls short of the file, and
 /// only with `quick_bytes_read` does it cover every byte. Here the first minibatch is the
-/// whole sweep and the loaders' reads are slowed, so the packer reads every sequence itself.
-/// (`ctf read --stats` once asserted `bytes_read` alone covers the file, which failed when a
-/// small part was read this way.)
+/// whole sweep and the loaders' reads wait until the counters are taken, so the packer reads
+/// every sequence itself. (`ctf read --stats` once asserted `bytes_read` alone covers the
+/// file, which failed when a small part was read this way.)
 #[test]
 fn a_part_the_first_minibatch_holds_whole_is_read_by_its_packer_alone() {
     use ctf_reader::chunks::fault::set_read_fault;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
     let file = write_corpus(dir.path(), 60);
     let file_bytes = std::fs::metadata(&file).unwrap().len();
@@ -775,12 +777,16 @@ fn a_part_the_first_minibatch_holds_whole_is_read_by_its_packer_alone() {
     let size = 1 << 20;
     let want = reference(&cfg, sweeps(1), size);
     assert_eq!(want.len(), 1, "one minibatch holds the sweep");
+    let loads_may_read = Arc::new(AtomicBool::new(false));
+    let gate = Arc::clone(&loads_may_read);
     set_read_fault(
         Path::new(&file),
-        Some(std::sync::Arc::new(|_, _| {
+        Some(Arc::new(move |_, _| {
             let name = std::thread::current().name().map(str::to_string);
             if name.is_some_and(|n| n.starts_with("ctf-loader")) {
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                while !gate.load(Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
             }
             Ok(())
         })),
@@ -789,6 +795,7 @@ fn a_part_the_first_minibatch_holds_whole_is_read_by_its_packer_alone() {
     let mut t = MinibatchSource::with_options(&cfg, sweeps(1), quiet(), options).unwrap();
     let got = drain(&mut t, size);
     let counters = t.counters();
+    loads_may_read.store(true, Ordering::Release);
     drop(t);
     set_read_fault(Path::new(&file), None);
     assert_eq!(got, want);
