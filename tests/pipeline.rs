@@ -782,8 +782,10 @@ fn a_part_the_first_minibatch_holds_whole_is_read_by_its_packer_alone() {
     set_read_fault(
         Path::new(&file),
         Some(Arc::new(move |_, _| {
-            let name = std::thread::current().name().map(str::to_string);
-            if name.is_some_and(|n| n.starts_with("ctf-loader")) {
+            if std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("ctf-loader"))
+            {
                 while !gate.load(Ordering::Acquire) {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
