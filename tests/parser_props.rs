@@ -854,6 +854,123 @@ proptest! {
     }
 }
 
+/// An id-mode text of long sequences whose lines mostly have one shape of single values (1
+/// to 3 samples among a dense input of dim 1, a sparse one and another dense one of dim 1,
+/// in a fixed order: seed 004's rows, the ragged and seq shapes), each line deviating from
+/// it now and then (whitespace before the line end, a value or entry the quick paths do not
+/// take, another order, another or a repeated sample, a comment, an error, a blank line, an
+/// id written another way or left out), so that the parser's runs of such lines (taken in
+/// one loop while they continue the sequence) meet every way a run can end.
+fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
+    let dim_b = if src.chance(30) {
+        src.range(60_000, 200_000)
+    } else {
+        src.range(1, 50)
+    };
+    let inputs = soup_inputs(1, dim_b);
+    let sample = |src: &mut Src, input: usize, text: &mut Vec<u8>| match input {
+        0 => text.extend_from_slice(format!("|a {}", src.below(100_000)).as_bytes()),
+        1 => {
+            let index = if src.chance(97) {
+                src.below(dim_b)
+            } else {
+                dim_b
+            };
+            text.extend_from_slice(format!("|b {index}:{}", src.range(0, 9)).as_bytes());
+        }
+        _ => text.extend_from_slice(format!("|c {}", src.below(1000)).as_bytes()),
+    };
+    let mut shape: Vec<usize> = vec![0, 1, 2];
+    shape.truncate(src.range(1, 3));
+    if src.chance(50) {
+        shape.reverse();
+    }
+    let mut text = Vec::new();
+    let mut id = src.below(12);
+    for _ in 0..src.range(1, 4) {
+        let written = id.to_string();
+        for line in 0..src.range(2, 40) {
+            match src.below(12) {
+                0 if line > 0 => {} // no id: the line continues the sequence
+                1 => {
+                    // A leading zero: the same id by value, in other bytes.
+                    text.push(b'0');
+                    text.extend_from_slice(written.as_bytes());
+                }
+                _ => text.extend_from_slice(written.as_bytes()),
+            }
+            text.extend_from_slice(src.one(&[b" ".as_slice(), b" ", b" ", b"\t"]));
+            let deviation = if src.chance(12) { src.below(12) } else { 99 };
+            let mut order = shape.clone();
+            match deviation {
+                0 => order.reverse(),
+                1 => order.push(src.below(3)),
+                2 => {
+                    order.pop();
+                }
+                _ => {}
+            }
+            for (k, &input) in order.iter().enumerate() {
+                if k > 0 {
+                    text.push(b' ');
+                }
+                sample(src, input, &mut text);
+                if deviation == 3 && k == 0 {
+                    // Another value: a second entry, or a dense value of dim 1 too many.
+                    text.extend_from_slice(format!(" {}:1", src.below(dim_b)).as_bytes());
+                }
+            }
+            match deviation {
+                4 => text.extend_from_slice(src.one(&[b" ".as_slice(), b"\t", b"  "])),
+                5 => text.extend_from_slice(b"\r"),
+                6 => text.extend_from_slice(b" |# a comment"),
+                7 => {
+                    let v = src.one(&["2.5", "-1", "1e5", "12", "0.5", "x"]);
+                    text.extend_from_slice(format!(" |{} {v}", src.one(&["a", "c"])).as_bytes());
+                }
+                8 => text.extend_from_slice(
+                    format!(" |b 3:{}", src.one(&["12", "0.5", "-1"])).as_bytes(),
+                ),
+                9 => text.extend_from_slice(b" |zzz 1"),
+                _ => {}
+            }
+            text.extend_from_slice(if deviation == 10 { b"\n\n" } else { b"\n" });
+        }
+        id += src.range(1, 3);
+    }
+    if src.chance(20) {
+        text.pop();
+    }
+    let options = StreamOptions {
+        skip_sequence_ids: false,
+        frame_mode: src.chance(10),
+    };
+    (inputs, options, text)
+}
+
+proptest! {
+    #![proptest_config(config(400))]
+
+    #[test]
+    fn runs_of_single_value_lines_split(bytes in entropy(2000)) {
+        let mut src = Src::new(&bytes);
+        let (inputs, options, text) = run_lines(&mut src);
+        check_splits::<f32>(&inputs, options, 0, &text, &mut src)?;
+    }
+
+    #[test]
+    fn runs_of_single_value_lines_f32(bytes in entropy(2000)) {
+        let (inputs, options, text) = run_lines(&mut Src::new(&bytes));
+        check_against_reference::<f32>(&inputs, options, 0, &text)?;
+    }
+
+    #[test]
+    fn runs_of_single_value_lines_f64(bytes in entropy(2000)) {
+        let (inputs, options, text) = run_lines(&mut Src::new(&bytes));
+        check_against_reference::<f64>(&inputs, options, 0, &text)?;
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 5. Error rules, fatal errors, numbers (deterministic)
 // ---------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ use crate::parser::number::{
     NumberError,
 };
 use crate::parser::values::{EntryValue, ValueTier};
+use crate::parser::word::load_word;
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -157,6 +158,14 @@ const QUICK_PAUSE: u8 = 16;
 enum QuickValue<T> {
     Dense(EntryValue<T>),
     Entry(u32, u8),
+}
+
+/// What [`LineParser::several_values_run`] reads at a learnt sample start: the value of a
+/// dense input of dim 1, or one entry of a sparse input of the given dim.
+#[derive(Clone, Copy)]
+enum QuickKind {
+    DenseScalar,
+    Sparse(usize),
 }
 
 /// Appends the sample of `input` holding just `value`, as `dense_sample` or `sparse_sample`
@@ -433,6 +442,55 @@ impl SampleStart {
     }
 }
 
+/// The bytes that begin every line of a sequence in id mode: its id and the byte after it
+/// (a little-endian word, `mask` covering them), for [`LineParser::single_value_run`].
+pub(crate) struct LineLead {
+    /// The bytes.
+    pub(crate) bits: u64,
+    /// Which bytes of a word they are.
+    pub(crate) mask: u64,
+    /// The id's length: where the line's content starts.
+    pub(crate) id_len: usize,
+}
+
+/// Where a run of lines [`LineParser::single_value_run`] or
+/// [`LineParser::several_values_run`] took ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct RunEnd {
+    /// Lines taken.
+    pub(crate) taken: u64,
+    /// Where the first line not taken starts.
+    pub(crate) next: usize,
+}
+
+/// The loop of [`LineParser::single_value_run`]: from `pos`, while a line begins with
+/// `lead` and then `start`, `take` the values there (returning the position of the line
+/// feed that ends them, having appended them, or `None`, having appended nothing).
+#[inline(always)]
+fn run_lines(
+    buf: &[u8],
+    mut pos: usize,
+    lead: &LineLead,
+    start: &SampleStart,
+    mut take: impl FnMut(usize) -> Option<usize>,
+) -> RunEnd {
+    let mut taken = 0;
+    while pos < buf.len() {
+        if load_word(buf, pos) & lead.mask != lead.bits {
+            break;
+        }
+        let line_end = start
+            .matches(buf, pos + lead.id_len)
+            .and_then(|(_, _, values)| take(values));
+        let Some(line_end) = line_end else {
+            break;
+        };
+        taken += 1;
+        pos = line_end + 1;
+    }
+    RunEnd { taken, next: pos }
+}
+
 /// The 8 bytes at `buf[pos..]` as a little-endian word, if there are 8.
 #[inline(always)]
 fn word_at(buf: &[u8], pos: usize) -> Option<u64> {
@@ -685,6 +743,144 @@ impl LineParser {
                 .single_value_line(buf, content_start, out)
                 .map(|line_end| (1, line_end)),
             _ => self.single_values_line(buf, content_start, out),
+        }
+    }
+
+    /// Whether the next line is worth trying as a line of a single value
+    /// ([`single_value_line`](Self::single_value_line)), as [`quick_line`](Self::quick_line)
+    /// would try it: so while lines are taken that way, since they leave it as it is.
+    pub(crate) fn takes_single_values(&self) -> bool {
+        self.quick_samples == 1
+    }
+
+    /// Whether the next line would be tried as a line of several single values
+    /// ([`single_values_line`](Self::single_values_line)) and no pause is on: so while
+    /// lines are taken that way, since they leave both as they are.
+    pub(crate) fn takes_several_values(&self) -> bool {
+        self.quick_samples > 1 && self.quick_pause == 0
+    }
+
+    /// [`single_value_run`](Self::single_value_run) for lines that
+    /// [`single_values_line`](Self::single_values_line) would take (while
+    /// [`takes_several_values`](Self::takes_several_values)): lines of two to
+    /// [`QUICK_SAMPLES`] single values (`id |word 4567:1 |tag 12:1`, the seq shape). The
+    /// samples' learnt starts, each after the one before, and their inputs' formats and
+    /// dims are looked up once for the run. A line it does not take is left as it is, with
+    /// nothing appended and nothing learnt, for the caller to parse the usual way (which
+    /// tries `single_values_line` on it, as if no run had been).
+    pub(crate) fn several_values_run<T: Element>(
+        &self,
+        buf: &[u8],
+        mut pos: usize,
+        lead: &LineLead,
+        out: &mut ParsedSequences<T>,
+    ) -> RunEnd {
+        // The chain of learnt starts `single_values_line` follows: each sample's after the
+        // input before it, while they name different inputs that it can take.
+        let mut chain = [(SampleStart::NONE, QuickKind::DenseScalar); QUICK_SAMPLES];
+        let mut len = 0;
+        let mut before = self.guess.line_start();
+        while len < QUICK_SAMPLES {
+            let start = self.next_sample[before];
+            let input = start.input;
+            let kind = match (self.formats.get(input), self.dims.get(input)) {
+                (Some(StorageFormat::Dense), Some(1)) => QuickKind::DenseScalar,
+                (Some(StorageFormat::Sparse), Some(&dim)) => QuickKind::Sparse(dim),
+                _ => break,
+            };
+            if start.mask == 0 || chain[..len].iter().any(|(s, _)| s.input == input) {
+                break;
+            }
+            chain[len] = (start, kind);
+            len += 1;
+            before = input;
+        }
+        let chain = &chain[..len];
+        let mut taken = 0;
+        let mut found = [QuickValue::<T>::Entry(0, 0); QUICK_SAMPLES];
+        'lines: while pos < buf.len() {
+            if load_word(buf, pos) & lead.mask != lead.bits {
+                break;
+            }
+            let mut at = pos + lead.id_len;
+            let mut count = 0;
+            loop {
+                let Some(&(start, kind)) = chain.get(count) else {
+                    break 'lines;
+                };
+                let Some((_, _, values)) = start.matches(buf, at) else {
+                    break 'lines;
+                };
+                let value = match kind {
+                    QuickKind::DenseScalar => scan_entry_value::<T>(buf, values)
+                        .ok()
+                        .map(|(value, end)| (QuickValue::Dense(value), end)),
+                    QuickKind::Sparse(dim) => quick_entry(buf, values, dim)
+                        .map(|(index, digit, end)| (QuickValue::Entry(index, digit), end)),
+                };
+                let Some((value, end)) = value else {
+                    break 'lines;
+                };
+                found[count] = value;
+                count += 1;
+                at = skip_space(buf, end);
+                match buf[at] {
+                    b'\n' => break,
+                    b'|' => {}
+                    _ => break 'lines,
+                }
+            }
+            for (&(start, _), &value) in chain.iter().zip(&found[..count]) {
+                push_quick(out, start.input, value);
+            }
+            taken += 1;
+            pos = at + 1;
+        }
+        RunEnd { taken, next: pos }
+    }
+
+    /// Takes the lines from `pos` on that begin with `lead` (the open sequence's id and the
+    /// byte after it) and that [`single_value_line`](Self::single_value_line) would take
+    /// whole, appending their samples as it would: the lines of a sequence of scalars or of
+    /// one-hot ids (seed 004's rows, the ragged shape). What `single_value_line` looks up
+    /// per line (the learnt start of a line's sample, its input's format, dim and column)
+    /// is looked up once for the run, and the loop is made for the input's format.
+    ///
+    /// Only while [`takes_single_values`](Self::takes_single_values), and the caller must
+    /// have checked the columns' room, as for `single_value_line`.
+    pub(crate) fn single_value_run<T: Element>(
+        &self,
+        buf: &[u8],
+        pos: usize,
+        lead: &LineLead,
+        out: &mut ParsedSequences<T>,
+    ) -> RunEnd {
+        let start = self.next_sample[self.guess.line_start()];
+        let input = start.input;
+        let not_taken = RunEnd {
+            taken: 0,
+            next: pos,
+        };
+        let (Some(column), Some(&format), Some(&dim)) = (
+            out.columns.get_mut(input),
+            self.formats.get(input),
+            self.dims.get(input),
+        ) else {
+            return not_taken;
+        };
+        match format {
+            StorageFormat::Dense if dim == 1 => run_lines(buf, pos, lead, &start, |values| {
+                // `dense_sample` reads the value with the same function.
+                let (value, end) = scan_entry_value::<T>(buf, values).ok()?;
+                (buf[end] == b'\n').then(|| column.push_scalar_sample(value))?;
+                Some(end)
+            }),
+            StorageFormat::Dense => not_taken,
+            StorageFormat::Sparse => run_lines(buf, pos, lead, &start, |values| {
+                let (index, digit, end) = quick_entry(buf, values, dim)?;
+                (buf[end] == b'\n').then(|| column.push_one_entry_sample(index, digit))?;
+                Some(end)
+            }),
         }
     }
 
