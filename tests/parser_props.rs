@@ -859,8 +859,9 @@ proptest! {
 /// in a fixed order: seed 004's rows, the ragged and seq shapes), each line deviating from
 /// it now and then (whitespace before the line end, a value or entry the quick paths do not
 /// take, another order, another or a repeated sample, a comment, an error, a blank line, an
-/// id written another way or left out), so that the parser's runs of such lines (taken in
-/// one loop while they continue the sequence) meet every way a run can end.
+/// id written another way or left out), now and then every line ending in `\r\n`, so that
+/// the parser's runs of such lines (taken in one loop while they continue the sequence)
+/// meet every way a run can end.
 fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
     let dim_b = if src.chance(30) {
         src.range(60_000, 200_000)
@@ -887,6 +888,8 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
     }
     let mut text = Vec::new();
     let mut id = src.below(12);
+    // Every line ending in a carriage return and a line feed, as files written on Windows.
+    let crlf = src.chance(20);
     for _ in 0..src.range(1, 4) {
         let written = id.to_string();
         for line in 0..src.range(2, 40) {
@@ -933,6 +936,9 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
                 ),
                 9 => text.extend_from_slice(b" |zzz 1"),
                 _ => {}
+            }
+            if crlf {
+                text.push(b'\r');
             }
             text.extend_from_slice(if deviation == 10 { b"\n\n" } else { b"\n" });
         }

@@ -461,6 +461,9 @@ pub(crate) struct RunEnd {
     pub(crate) taken: u64,
     /// Where the first line not taken starts.
     pub(crate) next: usize,
+    /// Whether that line begins with the run's lead (it continues the sequence, but not in
+    /// the run's shape), rather than with other bytes or past the text.
+    pub(crate) refused: bool,
 }
 
 /// The loop of [`LineParser::single_value_run`]: from `pos`, while a line begins with
@@ -483,12 +486,31 @@ fn run_lines(
             .matches(buf, pos + lead.id_len)
             .and_then(|(_, _, values)| take(values));
         let Some(line_end) = line_end else {
-            break;
+            return RunEnd {
+                taken,
+                next: pos,
+                refused: true,
+            };
         };
         taken += 1;
         pos = line_end + 1;
     }
-    RunEnd { taken, next: pos }
+    RunEnd {
+        taken,
+        next: pos,
+        refused: false,
+    }
+}
+
+/// The line feed that ends a line's last value at `end`, when only whitespace comes
+/// between them (a carriage return, say), as [`LineParser::single_values_line`] takes it.
+#[inline(always)]
+fn value_line_end(buf: &[u8], end: usize) -> Option<usize> {
+    if buf[end] == b'\n' {
+        return Some(end);
+    }
+    let line_end = skip_space(buf, end);
+    (buf[line_end] == b'\n').then_some(line_end)
 }
 
 /// The 8 bytes at `buf[pos..]` as a little-endian word, if there are 8.
@@ -836,13 +858,19 @@ impl LineParser {
             taken += 1;
             pos = at + 1;
         }
-        RunEnd { taken, next: pos }
+        RunEnd {
+            taken,
+            next: pos,
+            refused: false,
+        }
     }
 
     /// Takes the lines from `pos` on that begin with `lead` (the open sequence's id and the
     /// byte after it) and that [`single_value_line`](Self::single_value_line) would take
     /// whole, appending their samples as it would: the lines of a sequence of scalars or of
-    /// one-hot ids (seed 004's rows, the ragged shape). What `single_value_line` looks up
+    /// one-hot ids (seed 004's rows, the ragged shape). Whitespace may come between the
+    /// value and the line feed (a carriage return), as in
+    /// [`single_values_line`](Self::single_values_line). What `single_value_line` looks up
     /// per line (the learnt start of a line's sample, its input's format, dim and column)
     /// is looked up once for the run, and the loop is made for the input's format.
     ///
@@ -860,6 +888,7 @@ impl LineParser {
         let not_taken = RunEnd {
             taken: 0,
             next: pos,
+            refused: true,
         };
         let (Some(column), Some(&format), Some(&dim)) = (
             out.columns.get_mut(input),
@@ -872,14 +901,16 @@ impl LineParser {
             StorageFormat::Dense if dim == 1 => run_lines(buf, pos, lead, &start, |values| {
                 // `dense_sample` reads the value with the same function.
                 let (value, end) = scan_entry_value::<T>(buf, values).ok()?;
-                (buf[end] == b'\n').then(|| column.push_scalar_sample(value))?;
-                Some(end)
+                let line_end = value_line_end(buf, end)?;
+                column.push_scalar_sample(value);
+                Some(line_end)
             }),
             StorageFormat::Dense => not_taken,
             StorageFormat::Sparse => run_lines(buf, pos, lead, &start, |values| {
                 let (index, digit, end) = quick_entry(buf, values, dim)?;
-                (buf[end] == b'\n').then(|| column.push_one_entry_sample(index, digit))?;
-                Some(end)
+                let line_end = value_line_end(buf, end)?;
+                column.push_one_entry_sample(index, digit);
+                Some(line_end)
             }),
         }
     }
