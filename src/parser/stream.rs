@@ -517,8 +517,9 @@ impl<T: Element> StreamParser<T> {
     /// to parse starts.
     ///
     /// In memory on one core this parses seed 004's rows, the ragged shape and the seq shape
-    /// in 0.74, 0.67 and 0.78 of the time `process_line` alone took (with 22%, 22% and 12%
-    /// fewer instructions, `valgrind --tool=callgrind`).
+    /// in 0.74–0.83, 0.67–0.74 and 0.78–0.79 of the time `process_line` alone took (two
+    /// runs of alternating builds), with 22%, 22% and 17% fewer instructions
+    /// (`valgrind --tool=callgrind`).
     #[inline(never)]
     fn continue_run(&mut self, buf: &[u8], pos: usize, single: bool) -> usize {
         let lead = match &self.open {
