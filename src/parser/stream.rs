@@ -551,7 +551,7 @@ impl<T: Element> StreamParser<T> {
         }
         if run.taken == 0 {
             // Lines of a single value the quick path refuses, one after another (each with
-            // a comment, say): each tried twice would cost an eighth more.
+            // a comment, say): a run set up before each costs more than it takes.
             self.run_pause = RUN_PAUSE;
         }
         // A line of the sequence that the single-value path refuses (which changes nothing
