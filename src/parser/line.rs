@@ -11,7 +11,9 @@
 //! start, the bytes that led to the next sample's values the last time (`SampleStart`), and
 //! takes a sample whose leading bytes are those with one comparison. A line that holds just
 //! one value there (`id |x 12345`, `id |x 678:1`, whole corpora of ragged sequences) is taken
-//! in one step, without the general loop (`single_value_line`).
+//! in one step, without the general loop (`single_value_line`), and the lines that continue
+//! a sequence in one such shape are taken in one loop for the run of them
+//! (`single_value_run`, `several_values_run`).
 
 use memchr::memchr2;
 
