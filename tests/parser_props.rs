@@ -868,21 +868,30 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
     } else {
         src.range(1, 50)
     };
-    let inputs = soup_inputs(1, dim_b);
-    let sample = |src: &mut Src, input: usize, text: &mut Vec<u8>| match input {
-        0 => text.extend_from_slice(format!("|a {}", src.below(100_000)).as_bytes()),
-        1 => {
-            let index = if src.chance(97) {
-                src.below(dim_b)
-            } else {
-                dim_b
-            };
-            text.extend_from_slice(format!("|b {index}:{}", src.range(0, 9)).as_bytes());
-        }
-        _ => text.extend_from_slice(format!("|c {}", src.below(1000)).as_bytes()),
+    let mut inputs = soup_inputs(1, dim_b);
+    // Half the time `c` is a second sparse input (of a small dim), so that lines of two
+    // sparse entries (the seq shape) get their own run.
+    let dim_c = src.chance(50).then(|| src.range(1, 60));
+    if let Some(dim) = dim_c {
+        inputs[2] = InputConfig::sparse("long", dim).with_alias("c");
+    }
+    let entry = |src: &mut Src, dim: usize| {
+        let index = if src.chance(97) { src.below(dim) } else { dim };
+        format!("{index}:{}", src.range(0, 9))
     };
-    let mut shape: Vec<usize> = vec![0, 1, 2];
-    shape.truncate(src.range(1, 3));
+    let sample = |src: &mut Src, input: usize, text: &mut Vec<u8>| match (input, dim_c) {
+        (0, _) => text.extend_from_slice(format!("|a {}", src.below(100_000)).as_bytes()),
+        (1, _) => text.extend_from_slice(format!("|b {}", entry(src, dim_b)).as_bytes()),
+        (_, Some(dim)) => text.extend_from_slice(format!("|c {}", entry(src, dim)).as_bytes()),
+        (_, None) => text.extend_from_slice(format!("|c {}", src.below(1000)).as_bytes()),
+    };
+    let mut shape: Vec<usize> = if dim_c.is_some() && src.chance(60) {
+        vec![1, 2]
+    } else {
+        let mut shape = vec![0, 1, 2];
+        shape.truncate(src.range(1, 3));
+        shape
+    };
     if src.chance(50) {
         shape.reverse();
     }
@@ -918,8 +927,9 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
                     text.push(b' ');
                 }
                 sample(src, input, &mut text);
-                if deviation == 3 && k == 0 {
-                    // Another value: a second entry, or a dense value of dim 1 too many.
+                if deviation == 3 && k + 1 == order.len().min(src.range(1, 2)) {
+                    // Another value (of the first sample, or of the last): a second entry,
+                    // or a dense value of dim 1 too many.
                     text.extend_from_slice(format!(" {}:1", src.below(dim_b)).as_bytes());
                 }
             }

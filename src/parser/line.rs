@@ -27,7 +27,7 @@ use crate::parser::number::{
     NumberError,
 };
 use crate::parser::values::{EntryValue, ValueTier};
-use crate::parser::word::load_word;
+use crate::parser::word::{load_word, ONES};
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -163,8 +163,9 @@ enum QuickValue<T> {
 }
 
 /// What [`LineParser::several_values_run`] reads at a learnt sample start: the value of a
-/// dense input of dim 1, or one entry of a sparse input of the given dim. The same rule as
-/// [`LineParser::quick_value`]'s and [`LineParser::single_value_run`]'s, written out in each:
+/// dense input of dim 1, or one entry of a sparse input of the given dim
+/// ([`LineParser::chain_kind`]). The same rule as [`LineParser::quick_value`]'s and
+/// [`LineParser::single_value_run`]'s, written out in each:
 /// one function for it (the kind found, then read) cost the seq shape's parse 4–6% more
 /// instructions (callgrind, 20 MB: 251–255 M against 241 M), the loops' registers spilling.
 #[derive(Clone, Copy)]
@@ -458,6 +459,83 @@ pub(crate) struct LineLead {
     pub(crate) id_len: usize,
 }
 
+/// [`LineParser::several_values_run`] for a chain of two sparse inputs (`id |word 4567:1
+/// |tag 12:1`, the seq shape): lines of exactly one entry of each, in the chain's order.
+/// Both columns are found once for the run and each line's two entries are appended once
+/// both are read, with no value stored in between, where the general loop keeps a line's
+/// values in an array until the line is whole. A line of another shape ends the run, for
+/// the caller to parse the usual way (even one the general loop takes, of the first sample
+/// only, say).
+fn sparse_pair_run<T: Element>(
+    buf: &[u8],
+    mut pos: usize,
+    lead: &LineLead,
+    [(first, first_dim), (second, second_dim)]: [(SampleStart, usize); 2],
+    out: &mut ParsedSequences<T>,
+) -> RunEnd {
+    let mut taken = 0;
+    if let Some((first_column, second_column)) =
+        two_columns(&mut out.columns, first.input, second.input)
+    {
+        while pos < buf.len() {
+            if load_word(buf, pos) & lead.mask != lead.bits {
+                break;
+            }
+            let Some((_, _, values)) = first.matches(buf, pos + lead.id_len) else {
+                break;
+            };
+            let Some((first_index, first_digit, end)) = quick_entry(buf, values, first_dim) else {
+                break;
+            };
+            // The `|` after up to 7 spaces (other whitespace ends the run: the general way
+            // takes such lines), found in a word rather than byte by byte: the loop of
+            // `skip_space` made the compiler keep a dozen positions in step with it.
+            let pipe = end + spaces_at(buf, end);
+            if buf.get(pipe) != Some(&b'|') {
+                break;
+            }
+            let Some((_, _, values)) = second.matches(buf, pipe) else {
+                break;
+            };
+            let Some((second_index, second_digit, end)) = quick_entry(buf, values, second_dim)
+            else {
+                break;
+            };
+            let Some(line_end) = value_line_end(buf, end) else {
+                break;
+            };
+            first_column.push_one_entry_sample(first_index, first_digit);
+            second_column.push_one_entry_sample(second_index, second_digit);
+            taken += 1;
+            pos = line_end + 1;
+        }
+    }
+    RunEnd {
+        taken,
+        next: pos,
+        refused: false,
+    }
+}
+
+/// Columns `a` and `b` of `columns`, if they are two different ones.
+fn two_columns<T>(
+    columns: &mut [InputColumn<T>],
+    a: usize,
+    b: usize,
+) -> Option<(&mut InputColumn<T>, &mut InputColumn<T>)> {
+    let (low, high) = (a.min(b), a.max(b));
+    if low == high || high >= columns.len() {
+        return None;
+    }
+    let (below, from_high) = columns.split_at_mut(high);
+    let (low_column, high_column) = (below.get_mut(low)?, from_high.first_mut()?);
+    Some(if a < b {
+        (low_column, high_column)
+    } else {
+        (high_column, low_column)
+    })
+}
+
 /// Where a run of lines [`LineParser::single_value_run`] or
 /// [`LineParser::several_values_run`] took ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -516,6 +594,14 @@ fn value_line_end(buf: &[u8], end: usize) -> Option<usize> {
     }
     let line_end = skip_space(buf, end);
     (buf[line_end] == b'\n').then_some(line_end)
+}
+
+/// How many spaces (`b' '` only) begin the 8 bytes at `buf[pos..]` (8 when all are).
+#[inline(always)]
+fn spaces_at(buf: &[u8], pos: usize) -> usize {
+    // A byte of the word is zero where the text has a space.
+    let others = load_word(buf, pos) ^ (ONES * u64::from(b' '));
+    (others.trailing_zeros() / 8) as usize
 }
 
 /// The 8 bytes at `buf[pos..]` as a little-endian word, if there are 8.
@@ -803,24 +889,42 @@ impl LineParser {
         out: &mut ParsedSequences<T>,
     ) -> RunEnd {
         // The chain of learnt starts `single_values_line` follows: each sample's after the
-        // input before it, while they name different inputs that it can take.
+        // input before it, while they name different inputs that it can take. A chain of
+        // two sparse inputs is looked up link by link first: building the whole chain
+        // below cost that shape a twentieth of its instructions (callgrind, seq).
+        let first = self.next_sample[self.guess.line_start()];
+        let second = self.next_sample[first.input];
+        if let (Some(QuickKind::Sparse(first_dim)), Some(QuickKind::Sparse(second_dim))) = (
+            self.chain_kind(&first, &[]),
+            self.chain_kind(&second, &[first.input]),
+        ) {
+            let third = self.next_sample[second.input];
+            if self
+                .chain_kind(&third, &[first.input, second.input])
+                .is_none()
+            {
+                return sparse_pair_run(
+                    buf,
+                    pos,
+                    lead,
+                    [(first, first_dim), (second, second_dim)],
+                    out,
+                );
+            }
+        }
         let mut chain = [(SampleStart::NONE, QuickKind::DenseScalar); QUICK_SAMPLES];
+        let mut inputs = [0; QUICK_SAMPLES];
         let mut len = 0;
         let mut before = self.guess.line_start();
         while len < QUICK_SAMPLES {
             let start = self.next_sample[before];
-            let input = start.input;
-            let kind = match (self.formats.get(input), self.dims.get(input)) {
-                (Some(StorageFormat::Dense), Some(1)) => QuickKind::DenseScalar,
-                (Some(StorageFormat::Sparse), Some(&dim)) => QuickKind::Sparse(dim),
-                _ => break,
-            };
-            if start.mask == 0 || chain[..len].iter().any(|(s, _)| s.input == input) {
+            let Some(kind) = self.chain_kind(&start, &inputs[..len]) else {
                 break;
-            }
+            };
             chain[len] = (start, kind);
+            inputs[len] = start.input;
             len += 1;
-            before = input;
+            before = start.input;
         }
         let chain = &chain[..len];
         let mut taken = 0;
@@ -867,6 +971,23 @@ impl LineParser {
             taken,
             next: pos,
             refused: false,
+        }
+    }
+
+    /// What [`several_values_run`](Self::several_values_run) reads at the learnt sample
+    /// start `start` when it continues a chain of starts of the inputs `taken`: `None`,
+    /// ending the chain, when nothing was learnt there, when its input is among `taken`, or
+    /// when the input is neither dense of dim 1 nor sparse.
+    #[inline(always)]
+    fn chain_kind(&self, start: &SampleStart, taken: &[usize]) -> Option<QuickKind> {
+        let input = start.input;
+        if start.mask == 0 || taken.contains(&input) {
+            return None;
+        }
+        match (self.formats.get(input), self.dims.get(input)) {
+            (Some(StorageFormat::Dense), Some(1)) => Some(QuickKind::DenseScalar),
+            (Some(StorageFormat::Sparse), Some(&dim)) => Some(QuickKind::Sparse(dim)),
+            _ => None,
         }
     }
 
