@@ -877,7 +877,19 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
     }
     let entry = |src: &mut Src, dim: usize| {
         let index = if src.chance(97) { src.below(dim) } else { dim };
-        format!("{index}:{}", src.range(0, 9))
+        let value = src.range(0, 9);
+        match src.below(40) {
+            // Entries the quick paths do not take: no `:` or another byte for it, a value
+            // that is not a digit or has two, no index, an index of 8 digits or more
+            // (leading zeros).
+            0 => format!("{index}"),
+            5 => format!("{index}{}{value}", src.one(&[".", ";", "/"])),
+            1 => format!("{index}:{}", src.one(&["x", ".", "-", ":"])),
+            2 => format!("{index}:{value}{}", src.range(0, 9)),
+            3 => format!(":{value}"),
+            4 => format!("{index:08}:{value}"),
+            _ => format!("{index}:{value}"),
+        }
     };
     let sample = |src: &mut Src, input: usize, text: &mut Vec<u8>| match (input, dim_c) {
         (0, _) => text.extend_from_slice(format!("|a {}", src.below(100_000)).as_bytes()),
@@ -934,7 +946,13 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
                 }
             }
             match deviation {
-                4 => text.extend_from_slice(src.one(&[b" ".as_slice(), b"\t", b"  "])),
+                4 => text.extend_from_slice(src.one(&[
+                    b" ".as_slice(),
+                    b"\t",
+                    b"  ",
+                    // Past the bytes of a line the run of two sparse inputs reads.
+                    &[b' '; 70][..],
+                ])),
                 5 => text.extend_from_slice(b"\r"),
                 6 => text.extend_from_slice(b" |# a comment"),
                 7 => {

@@ -23,11 +23,11 @@ use crate::parser::block::{digits, matches, BLOCK};
 use crate::parser::columns::{InputColumn, ParsedSequences, MAX_COLUMN_ENTRIES};
 use crate::parser::dense_digits::digit_values;
 use crate::parser::number::{
-    ascii_digits_value, leading_digits_value, scan_entry_value, scan_entry_value_outlined, Element,
-    NumberError,
+    ascii_digits_value, lanes_value, leading_digits_value, scan_entry_value,
+    scan_entry_value_outlined, Element, NumberError,
 };
 use crate::parser::values::{EntryValue, ValueTier};
-use crate::parser::word::{load_word, ONES};
+use crate::parser::word::{digit_lanes, load_word, ONES};
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -459,13 +459,23 @@ pub(crate) struct LineLead {
     pub(crate) id_len: usize,
 }
 
+/// Bytes of a line that [`sparse_pair_run`] reads: a line it takes ends within them.
+const PAIR_LINE: usize = 64;
+
 /// [`LineParser::several_values_run`] for a chain of two sparse inputs (`id |word 4567:1
 /// |tag 12:1`, the seq shape): lines of exactly one entry of each, in the chain's order.
 /// Both columns are found once for the run and each line's two entries are appended once
 /// both are read, with no value stored in between, where the general loop keeps a line's
 /// values in an array until the line is whole. A line of another shape ends the run, for
 /// the caller to parse the usual way (even one the general loop takes, of the first sample
-/// only, say).
+/// only, say), and so does a line longer than [`PAIR_LINE`] bytes or one of the last
+/// [`PAIR_LINE`] + 8 bytes of `buf`.
+///
+/// Each line is read from a window of `PAIR_LINE + 8` bytes at its start, whose reads need
+/// no bounds checks: a read past `PAIR_LINE` is made at `PAIR_LINE` instead (see
+/// [`PairLine`]), and a line is taken only when it ends before `PAIR_LINE`, so only when
+/// no read was moved. The checks of reads from `buf` cost this loop a fifth of its
+/// instructions.
 fn sparse_pair_run<T: Element>(
     buf: &[u8],
     mut pos: usize,
@@ -477,43 +487,103 @@ fn sparse_pair_run<T: Element>(
     if let Some((first_column, second_column)) =
         two_columns(&mut out.columns, first.input, second.input)
     {
-        while pos < buf.len() {
-            if load_word(buf, pos) & lead.mask != lead.bits {
+        while let Some(window) = buf.get(pos..).and_then(<[u8]>::first_chunk) {
+            let line = PairLine(window);
+            if line.word(0) & lead.mask != lead.bits {
                 break;
             }
-            let Some((_, _, values)) = first.matches(buf, pos + lead.id_len) else {
+            let Some(values) = line.start_values(&first, lead.id_len) else {
                 break;
             };
-            let Some((first_index, first_digit, end)) = quick_entry(buf, values, first_dim) else {
+            let Some((first_index, first_digit, end)) = line.entry(values, first_dim) else {
                 break;
             };
             // The `|` after up to 7 spaces (other whitespace ends the run: the general way
             // takes such lines), found in a word rather than byte by byte: the loop of
             // `skip_space` made the compiler keep a dozen positions in step with it.
-            let pipe = end + spaces_at(buf, end);
-            if buf.get(pipe) != Some(&b'|') {
+            let others = line.word(end) ^ (ONES * u64::from(b' '));
+            let pipe = end + (others.trailing_zeros() / 8) as usize;
+            if line.byte(pipe) != b'|' {
                 break;
             }
-            let Some((_, _, values)) = second.matches(buf, pipe) else {
+            let Some(values) = line.start_values(&second, pipe) else {
                 break;
             };
-            let Some((second_index, second_digit, end)) = quick_entry(buf, values, second_dim)
-            else {
+            let Some((second_index, second_digit, end)) = line.entry(values, second_dim) else {
                 break;
             };
-            let Some(line_end) = value_line_end(buf, end) else {
+            let Some(line_end) = line.line_end(end) else {
                 break;
             };
             first_column.push_one_entry_sample(first_index, first_digit);
             second_column.push_one_entry_sample(second_index, second_digit);
             taken += 1;
-            pos = line_end + 1;
+            pos += line_end + 1;
         }
     }
     RunEnd {
         taken,
         next: pos,
         refused: false,
+    }
+}
+
+/// The first `PAIR_LINE + 8` bytes from a line's start, read as [`sparse_pair_run`] reads
+/// them: at an offset up to `PAIR_LINE` (a byte, or the word of 8 bytes there), or at
+/// `PAIR_LINE` for an offset past it. Every read is then within the window, so none is
+/// checked, and the reads of a line that ends before `PAIR_LINE` (the only lines taken)
+/// are all where they were asked for.
+struct PairLine<'a>(&'a [u8; PAIR_LINE + 8]);
+
+impl PairLine<'_> {
+    /// The byte at `at`.
+    #[inline(always)]
+    fn byte(&self, at: usize) -> u8 {
+        self.0[at.min(PAIR_LINE)]
+    }
+
+    /// The little-endian word of the 8 bytes at `at`.
+    #[inline(always)]
+    fn word(&self, at: usize) -> u64 {
+        let at = at.min(PAIR_LINE);
+        self.0[at..at + 8].try_into().map_or(0, u64::from_le_bytes)
+    }
+
+    /// Where the values of the sample whose learnt start `start` is at `at` begin, if the
+    /// bytes there are the learnt ones.
+    #[inline(always)]
+    fn start_values(&self, start: &SampleStart, at: usize) -> Option<usize> {
+        (self.word(at) & start.mask == start.bits).then_some(at + start.values)
+    }
+
+    /// The `index:digit` entry at `at` of a sparse input of dim `dim`, as [`quick_entry`]
+    /// reads it (1 to 7 index digits, a one-digit value), and the offset past it.
+    #[inline(always)]
+    fn entry(&self, at: usize, dim: usize) -> Option<(u32, u8, usize)> {
+        let (lanes, digits) = digit_lanes(self.word(at));
+        if digits == 0 || digits == 8 {
+            return None;
+        }
+        let colon = at + digits as usize;
+        let digit = self.byte(colon + 1).wrapping_sub(b'0');
+        if self.byte(colon) != b':' || digit > 9 {
+            return None;
+        }
+        // At most 7 digits: below 10^7, within u32.
+        let index = lanes_value(lanes, digits);
+        (index < dim as u64).then_some((index as u32, digit, colon + 2))
+    }
+
+    /// The offset of the line feed that ends the line's last value at `end`, when only
+    /// whitespace comes between them (a carriage return, say), as [`value_line_end`] finds
+    /// it, and when it is within the first `PAIR_LINE` bytes.
+    #[inline(always)]
+    fn line_end(&self, end: usize) -> Option<usize> {
+        let mut line_end = end;
+        while is_space(self.byte(line_end)) && line_end < PAIR_LINE {
+            line_end += 1;
+        }
+        (self.byte(line_end) == b'\n' && line_end < PAIR_LINE).then_some(line_end)
     }
 }
 
@@ -594,14 +664,6 @@ fn value_line_end(buf: &[u8], end: usize) -> Option<usize> {
     }
     let line_end = skip_space(buf, end);
     (buf[line_end] == b'\n').then_some(line_end)
-}
-
-/// How many spaces (`b' '` only) begin the 8 bytes at `buf[pos..]` (8 when all are).
-#[inline(always)]
-fn spaces_at(buf: &[u8], pos: usize) -> usize {
-    // A byte of the word is zero where the text has a space.
-    let others = load_word(buf, pos) ^ (ONES * u64::from(b' '));
-    (others.trailing_zeros() / 8) as usize
 }
 
 /// The 8 bytes at `buf[pos..]` as a little-endian word, if there are 8.
