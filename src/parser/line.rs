@@ -13,7 +13,8 @@
 //! one value there (`id |x 12345`, `id |x 678:1`, whole corpora of ragged sequences) is taken
 //! in one step, without the general loop (`single_value_line`), and the lines that continue
 //! a sequence in one such shape are taken in one loop for the run of them
-//! (`single_value_run`, `several_values_run`).
+//! (`single_value_run`, `several_values_run`; lines of one entry of each of two sparse
+//! inputs, the seq shape, in `sparse_pair_run`).
 
 use memchr::memchr2;
 
@@ -474,8 +475,8 @@ const PAIR_LINE: usize = 64;
 /// Each line is read from a window of `PAIR_LINE + 8` bytes at its start, whose reads need
 /// no bounds checks: a read past `PAIR_LINE` is made at `PAIR_LINE` instead (see
 /// [`PairLine`]), and a line is taken only when it ends before `PAIR_LINE`, so only when
-/// no read was moved. The checks of reads from `buf` cost this loop a fifth of its
-/// instructions.
+/// no read was moved. With the reads from `buf` and their checks, the seq shape's parse took
+/// 204.7 M instructions against 183.5 M (callgrind, 20 MB).
 fn sparse_pair_run<T: Element>(
     buf: &[u8],
     mut pos: usize,
