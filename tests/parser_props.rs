@@ -855,11 +855,12 @@ proptest! {
 }
 
 /// An id-mode text of long sequences whose lines mostly have one shape of single values (1
-/// to 3 samples among a dense input of dim 1, a sparse one and another dense one of dim 1,
-/// in a fixed order: seed 004's rows, the ragged and seq shapes), each line deviating from
-/// it now and then (whitespace before the line end, a value or entry the quick paths do not
-/// take, another order, another or a repeated sample, a comment, an error, a blank line, an
-/// id written another way or left out), now and then every line ending in `\r\n`, so that
+/// to 3 samples among a dense input of dim 1, a sparse one and another dense one of dim 1 or,
+/// half the time, a second sparse one, in a fixed order: seed 004's rows, the ragged and seq
+/// shapes), each line deviating from it now and then (whitespace before the line end, a
+/// value or entry the quick paths do not take, another order, another or a repeated sample,
+/// a comment, an error, a blank line, an id written another way or left out), now and then
+/// every line ending in `\r\n`, so that
 /// the parser's runs of such lines (taken in one loop while they continue the sequence)
 /// meet every way a run can end.
 fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
@@ -883,11 +884,11 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
             // that is not a digit or has two, no index, an index of 8 digits or more
             // (leading zeros).
             0 => format!("{index}"),
-            5 => format!("{index}{}{value}", src.one(&[".", ";", "/"])),
             1 => format!("{index}:{}", src.one(&["x", ".", "-", ":"])),
             2 => format!("{index}:{value}{}", src.range(0, 9)),
             3 => format!(":{value}"),
             4 => format!("{index:08}:{value}"),
+            5 => format!("{index}{}{value}", src.one(&[".", ";", "/"])),
             _ => format!("{index}:{value}"),
         }
     };
@@ -940,8 +941,8 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
                 }
                 sample(src, input, &mut text);
                 if deviation == 3 && k + 1 == order.len().min(src.range(1, 2)) {
-                    // Another value (of the first sample, or of the last): a second entry,
-                    // or a dense value of dim 1 too many.
+                    // Another value (of the first sample, or of the second): a second
+                    // entry, or a dense value of dim 1 too many.
                     text.extend_from_slice(format!(" {}:1", src.below(dim_b)).as_bytes());
                 }
             }
