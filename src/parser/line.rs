@@ -2451,4 +2451,54 @@ mod tests {
             }
         );
     }
+
+    /// A line window over `text`, padded with line feeds to the window's size.
+    fn window(text: &str) -> [u8; PAIR_LINE + 8] {
+        let mut bytes = [b'\n'; PAIR_LINE + 8];
+        bytes[..text.len()].copy_from_slice(text.as_bytes());
+        bytes
+    }
+
+    #[test]
+    fn the_pair_loops_window_reads_an_entry_as_the_quick_path_does() {
+        for (text, dim, want) in [
+            ("123:4 ", 1000, Some((123, 4, 5))),
+            ("0:1\n", 1, Some((0, 1, 3))),
+            ("1234567:9|", 10_000_000, Some((1_234_567, 9, 9))),
+            ("123:4 ", 123, None),          // the index is not below the dim
+            (":4 ", usize::MAX, None),      // no index
+            ("12345678:1 ", 1 << 30, None), // 8 digits: the general way reads them
+            ("123;4 ", 1000, None),
+            ("123:x ", 1000, None),
+            ("123 ", 1000, None),
+        ] {
+            let line = window(text);
+            assert_eq!(PairLine(&line).entry(0, dim), want, "{text:?}");
+            // The quick path reads 8 bytes from the entry's start.
+            let buf = format!("{text}{}", "\n".repeat(16));
+            assert_eq!(
+                quick_entry(buf.as_bytes(), 0, dim),
+                want,
+                "{text:?} (quick path)"
+            );
+        }
+    }
+
+    #[test]
+    fn the_pair_loops_window_finds_a_line_end_only_within_its_bytes() {
+        let line = window("5:1 \r\n");
+        assert_eq!(PairLine(&line).line_end(3), Some(5));
+        let line = window("5:1x\n");
+        assert_eq!(PairLine(&line).line_end(3), None);
+        // Spaces up to the window's bound, then the line feed past it (at offset 64): its
+        // reads would have been moved, so the line is not taken.
+        let mut line = window(&" ".repeat(PAIR_LINE));
+        line[PAIR_LINE] = b'\n';
+        assert_eq!(PairLine(&line).line_end(3), None);
+        // Reads past the bound are made at it.
+        let mut line = window("");
+        line[PAIR_LINE] = b'|';
+        assert_eq!(PairLine(&line).byte(PAIR_LINE + 5), b'|');
+        assert_eq!(PairLine(&line).word(1000) & 0xff, u64::from(b'|'));
+    }
 }
