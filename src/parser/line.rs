@@ -365,9 +365,34 @@ fn masked_entry(
 fn quick_entry(buf: &[u8], pos: usize, dim: usize) -> Option<(u32, u8, usize)> {
     // `buf` ends with a line feed, so a byte follows the `:` and the digit: each read is
     // within `buf` once the one before it matched.
-    let (index, digits) = leading_digits_value(buf, pos)?;
-    let colon = pos + digits;
-    let digit = colon_digit(buf, colon)?;
+    entry_in_word(word_at(buf, pos)?, pos, dim, |at| buf[at])
+}
+
+/// The `index:digit` entry at `pos` whose index digits begin `word` (the 8 bytes at `pos`),
+/// as [`quick_entry`] takes it (1 to 7 index digits, `:`, a one-digit value), with `byte`
+/// reading the text past them (the `:` first, then the digit only if it matched), and the
+/// position past it.
+#[inline(always)]
+fn entry_in_word(
+    word: u64,
+    pos: usize,
+    dim: usize,
+    byte: impl Fn(usize) -> u8,
+) -> Option<(u32, u8, usize)> {
+    let (lanes, digits) = digit_lanes(word);
+    if digits == 0 || digits == 8 {
+        return None;
+    }
+    let colon = pos + digits as usize;
+    if byte(colon) != b':' {
+        return None;
+    }
+    let digit = byte(colon + 1).wrapping_sub(b'0');
+    if digit > 9 {
+        return None;
+    }
+    // At most 7 digits: below 10^7, within u32.
+    let index = lanes_value(lanes, digits);
     (index < dim as u64).then_some((index as u32, digit, colon + 2))
 }
 
@@ -561,18 +586,7 @@ impl PairLine<'_> {
     /// reads it (1 to 7 index digits, a one-digit value), and the offset past it.
     #[inline(always)]
     fn entry(&self, at: usize, dim: usize) -> Option<(u32, u8, usize)> {
-        let (lanes, digits) = digit_lanes(self.word(at));
-        if digits == 0 || digits == 8 {
-            return None;
-        }
-        let colon = at + digits as usize;
-        let digit = self.byte(colon + 1).wrapping_sub(b'0');
-        if self.byte(colon) != b':' || digit > 9 {
-            return None;
-        }
-        // At most 7 digits: below 10^7, within u32.
-        let index = lanes_value(lanes, digits);
-        (index < dim as u64).then_some((index as u32, digit, colon + 2))
+        entry_in_word(self.word(at), at, dim, |at| self.byte(at))
     }
 
     /// The offset of the line feed that ends the line's last value at `end`, when only
