@@ -251,53 +251,45 @@ fn digit_entries<T: Element, const BYTES: bool>(
                 }
                 let digits = digits(block);
                 let window_start = at;
+                // Where the entry being read starts in the window; `at` is set from it when
+                // the block's loop ends.
                 let mut start = 0;
                 while spaces != 0 && slot < room {
                     let space = spaces.trailing_zeros() as usize;
                     spaces &= spaces - 1;
-                    // An entry ended by a space, from the masks; else the last of the sample
-                    // (ended by `|`, the line feed or other whitespace), as the quick paths
-                    // read one.
-                    let entry = match masked_entry(window, digits, start, space) {
-                        Some(entry) => entry,
-                        None => match quick_entry(window, start, dim) {
-                            Some((index, digit, end))
-                                if window[end] != b' ' && ends_name(window[end]) =>
-                            {
-                                MaskedEntry {
-                                    index,
-                                    digit,
-                                    len: end - start,
-                                    ended_by: window[end],
+                    let Some((index, digit)) = masked_entry(window, digits, start, space) else {
+                        // Not an entry ended by a space: the last of the sample (ended by
+                        // `|`, the line feed or other whitespace) as the quick paths read
+                        // one, which ends the run, or one the run does not take.
+                        at = window_start + start;
+                        if let Some((index, digit, end)) = quick_entry(window, start, dim) {
+                            let ends = window[end] != b' ' && ends_name(window[end]);
+                            if ends && fits_steps::<BYTES>(index, digit, last, dim) {
+                                steps[slot] = index.wrapping_sub(last) as u16;
+                                if BYTES {
+                                    bytes[slot] = digit;
                                 }
+                                last = index;
+                                slot += 1;
+                                at = window_start + end;
+                                ended = true;
                             }
-                            _ => break 'blocks,
-                        },
+                        }
+                        break 'blocks;
                     };
-                    let step = entry.index.wrapping_sub(last);
-                    // A decrease wraps past u16::MAX too.
-                    let fits = (entry.index as usize) < dim
-                        && step <= u32::from(u16::MAX)
-                        && (BYTES || entry.digit == 1);
-                    if !fits {
+                    if !fits_steps::<BYTES>(index, digit, last, dim) {
+                        at = window_start + start;
                         break 'blocks;
                     }
-                    steps[slot] = step as u16;
+                    steps[slot] = index.wrapping_sub(last) as u16;
                     if BYTES {
-                        bytes[slot] = entry.digit;
+                        bytes[slot] = digit;
                     }
-                    last = entry.index;
+                    last = index;
                     slot += 1;
-                    if entry.ended_by != b' ' {
-                        // The sample ends here, or other whitespace follows: the caller's
-                        // loop takes it from there.
-                        at = window_start + start + entry.len;
-                        ended = true;
-                        break 'blocks;
-                    }
                     start = space + 1;
-                    at = window_start + start;
                 }
+                at = window_start + start;
             }
             (next, after) = (at, last);
             slot
@@ -314,34 +306,34 @@ fn digit_entries<T: Element, const BYTES: bool>(
     }
 }
 
-/// A sparse entry as [`digit_entries`] reads it.
-#[derive(Clone, Copy)]
-struct MaskedEntry {
-    /// The index (1 to 7 digits).
-    index: u32,
-    /// The one-digit value.
-    digit: u8,
-    /// The entry's length: from its first byte to `ended_by`.
-    len: usize,
-    /// The byte after the value: whitespace, `|` or the line feed.
-    ended_by: u8,
+/// Whether an entry of index `index` and one-digit value `digit` can follow the entry of
+/// index `last` in a column whose indices are steps (at most `u16::MAX` above the one
+/// before; a decrease wraps past it too) and whose values are bytes (`BYTES`) or ones.
+#[inline(always)]
+fn fits_steps<const BYTES: bool>(index: u32, digit: u8, last: u32, dim: usize) -> bool {
+    (index as usize) < dim
+        && index.wrapping_sub(last) <= u32::from(u16::MAX)
+        && (BYTES || digit == 1)
 }
 
 /// The `index:digit` entry from `window[start]` to the space at `window[space]` (both within
 /// the block whose `digits` mask is given), when it is 1 to 7 digits, `:` and one digit:
-/// found from the mask, whose bits must be set for every byte of it but the `:`.
+/// found from the mask, whose bits must be set for every byte of it but the `:`. Its index
+/// and value.
 #[inline(always)]
 fn masked_entry(
     window: &[u8; WINDOW],
     digits: u64,
     start: usize,
     space: usize,
-) -> Option<MaskedEntry> {
+) -> Option<(u32, u8)> {
     let len = space.wrapping_sub(start);
     if !(3..=9).contains(&len) {
         return None;
     }
-    let colon = space - 2;
+    // Within the block: `space` is a bit of its 64-bit mask (the masks say so; the `& 63`
+    // tells the compiler, which then checks no bound).
+    let colon = (space - 2) & (BLOCK - 1);
     let entry_bits = (1u64 << len) - 1;
     if digits.wrapping_shr(start as u32) & entry_bits != entry_bits ^ (1 << (len - 2))
         || window[colon] != b':'
@@ -351,12 +343,7 @@ fn masked_entry(
     let head = u64::from_le_bytes(*window.get(start..)?.first_chunk::<8>()?);
     // At most 7 digits: below 10^7, within u32.
     let index = ascii_digits_value(head, (len - 2) as u32) as u32;
-    Some(MaskedEntry {
-        index,
-        digit: window[space - 1].wrapping_sub(b'0'),
-        len,
-        ended_by: b' ',
-    })
+    Some((index, window[colon + 1].wrapping_sub(b'0')))
 }
 
 /// The `index:digit` entry of a sparse input of dim `dim` at `buf[pos..]`, as `sparse_sample`
