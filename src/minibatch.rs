@@ -338,17 +338,18 @@ const AHEAD: usize = 16;
 /// slower.
 const COPY_AHEAD: usize = 8;
 
-/// The items a pass over `len` items prefetches at item `k`, `ahead` places on: at the first
-/// item, the first `ahead + 1` (so that those are on their way too); then item `k + ahead`
-/// (none past the end).
-#[inline]
-fn prefetched_at(k: usize, len: usize, ahead: usize) -> Range<usize> {
-    let (start, end) = if k == 0 {
-        (0, ahead + 1)
-    } else {
-        (k + ahead, k + ahead + 1)
-    };
-    start.min(len)..end.min(len)
+/// The items a pass over `len` items prefetches before its first: the first `ahead`.
+#[inline(always)]
+fn prefetched_first(len: usize, ahead: usize) -> Range<usize> {
+    0..len.min(ahead)
+}
+
+/// The item a pass over `len` items prefetches at item `k`: item `k + ahead`, if there is
+/// one (those before it came first, see [`prefetched_first`]).
+#[inline(always)]
+fn prefetched_at(k: usize, len: usize, ahead: usize) -> Option<usize> {
+    let item = k + ahead;
+    (item < len).then_some(item)
 }
 
 /// Prefetches what finding sequence `seq` of `from` reads first: its key, and per input its
@@ -683,9 +684,13 @@ impl<T: Element> Minibatch<T> {
         // prefetches what either reads first of the sequence `AHEAD` places on, and once it
         // has a sequence's samples where their values start, for the second.
         let mut spans = Vec::with_capacity(items.len() * inputs);
+        for &(from, seq) in &items[prefetched_first(items.len(), AHEAD)] {
+            prefetch_sequence_start(from, seq);
+        }
         for (k, &(from, seq)) in items.iter().enumerate() {
-            for &(ahead, ahead_seq) in &items[prefetched_at(k, items.len(), AHEAD)] {
-                prefetch_sequence_start(ahead, ahead_seq);
+            if let Some(ahead) = prefetched_at(k, items.len(), AHEAD) {
+                let (from, seq) = items[ahead];
+                prefetch_sequence_start(from, seq);
             }
             if seq >= from.sequences.len() {
                 return Err(PackError::NoSuchSequence {
@@ -739,12 +744,12 @@ impl<T: Element> Minibatch<T> {
         // them still in flight, or evicted, when their copies came.
         for (input, stream) in self.streams.iter_mut().enumerate() {
             stream.reserve_spans(items.len(), spans.iter().skip(input).step_by(inputs));
+            let touch =
+                |k: usize| touch_span(&items[k].0.columns[input], &spans[k * inputs + input]);
+            prefetched_first(items.len(), COPY_AHEAD).for_each(touch);
             for (k, &(from, _)) in items.iter().enumerate() {
-                for ahead in prefetched_at(k, items.len(), COPY_AHEAD) {
-                    touch_span(
-                        &items[ahead].0.columns[input],
-                        &spans[ahead * inputs + input],
-                    );
+                if let Some(ahead) = prefetched_at(k, items.len(), COPY_AHEAD) {
+                    touch(ahead);
                 }
                 stream.append_span(&from.columns[input], &spans[k * inputs + input]);
             }
@@ -1078,14 +1083,21 @@ mod tests {
     fn a_pass_prefetches_each_item_once_before_its_read_and_at_most_ahead_of_it() {
         for ahead in [0, 1, AHEAD, COPY_AHEAD] {
             for len in 0..3 * AHEAD {
-                let mut prefetched_at_step = vec![None; len];
+                // The step before which each item is prefetched (0 for those before the first).
+                let mut prefetched_before = vec![None; len];
+                let mut prefetch = |item: usize, step: usize| {
+                    assert_eq!(prefetched_before[item], None, "item {item} twice");
+                    prefetched_before[item] = Some(step);
+                };
+                for item in prefetched_first(len, ahead) {
+                    prefetch(item, 0);
+                }
                 for k in 0..len {
-                    for item in prefetched_at(k, len, ahead) {
-                        assert_eq!(prefetched_at_step[item], None, "item {item} twice");
-                        prefetched_at_step[item] = Some(k);
+                    if let Some(item) = prefetched_at(k, len, ahead) {
+                        prefetch(item, k);
                     }
                 }
-                for (item, step) in prefetched_at_step.into_iter().enumerate() {
+                for (item, step) in prefetched_before.into_iter().enumerate() {
                     let step = step.unwrap_or_else(|| panic!("item {item} of {len} never"));
                     assert!(
                         step <= item && item - step <= ahead,
