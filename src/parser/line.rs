@@ -264,29 +264,29 @@ fn digit_entries<T: Element, const BYTES: bool>(
                         at = window_start + start;
                         if let Some((index, digit, end)) = quick_entry(window, start, dim) {
                             let ends = window[end] != b' ' && ends_name(window[end]);
-                            if ends && fits_steps::<BYTES>(index, digit, last, dim) {
-                                steps[slot] = index.wrapping_sub(last) as u16;
-                                if BYTES {
-                                    bytes[slot] = digit;
-                                }
-                                last = index;
-                                slot += 1;
+                            if ends
+                                && take_step_entry::<BYTES>(
+                                    (steps, bytes),
+                                    (&mut slot, &mut last),
+                                    (index, digit),
+                                    dim,
+                                )
+                            {
                                 at = window_start + end;
                                 ended = true;
                             }
                         }
                         break 'blocks;
                     };
-                    if !fits_steps::<BYTES>(index, digit, last, dim) {
+                    if !take_step_entry::<BYTES>(
+                        (steps, bytes),
+                        (&mut slot, &mut last),
+                        (index, digit),
+                        dim,
+                    ) {
                         at = window_start + start;
                         break 'blocks;
                     }
-                    steps[slot] = index.wrapping_sub(last) as u16;
-                    if BYTES {
-                        bytes[slot] = digit;
-                    }
-                    last = index;
-                    slot += 1;
                     start = space + 1;
                 }
                 at = window_start + start;
@@ -306,14 +306,29 @@ fn digit_entries<T: Element, const BYTES: bool>(
     }
 }
 
-/// Whether an entry of index `index` and one-digit value `digit` can follow the entry of
-/// index `last` in a column whose indices are steps (at most `u16::MAX` above the one
-/// before; a decrease wraps past it too) and whose values are bytes (`BYTES`) or ones.
+/// Writes the entry of index `index` and one-digit value `digit` into `steps[*slot]` (and
+/// `bytes[*slot]` when `BYTES`), after the entry of index `*last`, and moves both on, when
+/// it fits a column whose indices are steps (within `dim`, at most `u16::MAX` above the one
+/// before: a decrease wraps past it too) and whose values are bytes (`BYTES`) or ones;
+/// whether it did.
 #[inline(always)]
-fn fits_steps<const BYTES: bool>(index: u32, digit: u8, last: u32, dim: usize) -> bool {
-    (index as usize) < dim
-        && index.wrapping_sub(last) <= u32::from(u16::MAX)
-        && (BYTES || digit == 1)
+fn take_step_entry<const BYTES: bool>(
+    (steps, bytes): (&mut [u16], &mut [u8]),
+    (slot, last): (&mut usize, &mut u32),
+    (index, digit): (u32, u8),
+    dim: usize,
+) -> bool {
+    let step = index.wrapping_sub(*last);
+    let fits = (index as usize) < dim && step <= u32::from(u16::MAX) && (BYTES || digit == 1);
+    if fits {
+        steps[*slot] = step as u16;
+        if BYTES {
+            bytes[*slot] = digit;
+        }
+        *last = index;
+        *slot += 1;
+    }
+    fits
 }
 
 /// The `index:digit` entry from `window[start]` to the space at `window[space]` (both within
