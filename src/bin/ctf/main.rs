@@ -10,6 +10,7 @@ mod cli;
 mod dump;
 mod index;
 mod json;
+mod malloc;
 mod progress;
 mod read;
 mod stats;
@@ -44,6 +45,7 @@ impl From<SourceError> for Failure {
 }
 
 fn main() -> ExitCode {
+    malloc::tune(std::env::var_os("GLIBC_TUNABLES").as_deref());
     let args = cli::Cli::parse();
     let result = match args.command {
         cli::Command::Dump(a) => dump::run(&a),
