@@ -5,8 +5,8 @@
 //! of those over 128 KiB with its own `mmap` (the threshold only rises once such a block is
 //! freed, and none is until the end), and grow its per-thread heaps 128 KiB at a time with
 //! `mprotect`: on 100 MB of gen_ctf.py's sparse shape, 230 `mmap`, 471 `mprotect` and 20
-//! `mremap` calls, each of which takes the process's address-space lock while the other
-//! parsing threads fault their fresh pages in. Serving blocks below 32 MiB from the heaps
+//! `mremap` calls, each a system call that changes the address space under its lock while
+//! the other parsing threads fault their fresh pages in. Serving blocks below 32 MiB from the heaps
 //! and growing them 32 MiB at a time leaves 34 `mmap` and 161 `mprotect` calls, and makes
 //! the shapes' runs faster (README "Performance"). The pad is address space only: pages are
 //! resident once written, as before.
