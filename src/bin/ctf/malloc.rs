@@ -3,22 +3,22 @@
 //! A cold start parses the corpus on every core into buffers that live until the sweep has
 //! packed them, a few hundred kilobytes to a few megabytes each. glibc's defaults serve each
 //! of those over 128 KiB with its own `mmap` (the threshold only rises once such a block is
-//! freed, and none is until the end), and grow its per-thread heaps 128 KiB at a time with
-//! `mprotect`: on 100 MB of gen_ctf.py's sparse shape, 230 `mmap`, 471 `mprotect` and 20
-//! `mremap` calls, each a system call that changes the address space under its lock while
-//! the other parsing threads fault their fresh pages in. Serving blocks below 32 MiB from the heaps
-//! and growing them 32 MiB at a time leaves 34 `mmap` and 161 `mprotect` calls, and makes
-//! the shapes' runs faster (README "Performance"). The pad is address space only: pages are
-//! resident once written, as before.
+//! freed, and none is until the end), and grow its per-thread heaps 128 KiB at a time: on
+//! 100 MB of gen_ctf.py's sparse shape, 231 `mmap`, 444 `mprotect` and 19 `mremap` calls,
+//! each a system call that changes the address space under its lock while the other parsing
+//! threads fault their fresh pages in. Serving blocks below 4 MiB from the heaps and growing
+//! them 4 MiB at a time leaves 35 `mmap` calls and no `mremap`, and shortens the index
+//! phase (README "Performance"). 4 MiB rather than more: the heaps keep up to the pad of freed memory
+//! resident, and with 32 MiB a bounded window over a 2 GB corpus peaked about 30 MiB higher.
 //!
 //! The library never changes a host's allocator; a host that wants the same can set
-//! `GLIBC_TUNABLES=glibc.malloc.top_pad=33554432:glibc.malloc.mmap_threshold=33554432`, and a
+//! `GLIBC_TUNABLES=glibc.malloc.top_pad=4194304:glibc.malloc.mmap_threshold=4194304`, and a
 //! `ctf` run with glibc malloc tunables of its own keeps them.
 
 /// Bytes of both settings: the heaps' growth step and the smallest block given its own
 /// mapping.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-const STEP_BYTES: libc::c_int = 32 << 20;
+const STEP_BYTES: libc::c_int = 4 << 20;
 
 /// Applies the settings, unless `tunables` (the `GLIBC_TUNABLES` variable) already sets
 /// glibc's malloc parameters. Whether it applied them.
