@@ -689,8 +689,8 @@ impl<T: Element> Minibatch<T> {
         }
         for (k, &(from, seq)) in items.iter().enumerate() {
             if let Some(ahead) = prefetched_at(k, items.len(), AHEAD) {
-                let (from, seq) = items[ahead];
-                prefetch_sequence_start(from, seq);
+                let (ahead_from, ahead_seq) = items[ahead];
+                prefetch_sequence_start(ahead_from, ahead_seq);
             }
             if seq >= from.sequences.len() {
                 return Err(PackError::NoSuchSequence {

@@ -8,8 +8,9 @@
 //! each a system call that changes the address space under its lock while the other parsing
 //! threads fault their fresh pages in. Serving blocks below 4 MiB from the heaps and growing
 //! them 4 MiB at a time leaves 35 `mmap` calls and no `mremap`, and shortens the index
-//! phase (README "Performance"). 4 MiB rather than more: the heaps keep up to the pad of freed memory
-//! resident, and with 32 MiB a bounded window over a 2 GB corpus peaked about 30 MiB higher.
+//! phase (README "Performance"). 4 MiB rather than more: the heaps keep up to the pad of
+//! freed memory resident, and with 32 MiB a bounded window over a 2 GB corpus peaked about
+//! 30 MiB higher.
 //!
 //! The library never changes a host's allocator; a host that wants the same can set
 //! `GLIBC_TUNABLES=glibc.malloc.top_pad=4194304:glibc.malloc.mmap_threshold=4194304`, and a
