@@ -250,17 +250,28 @@ pub(crate) fn read_at_most(file: &File, buffer: &mut [u8], offset: u64) -> io::R
 /// smaller still, as in tests).
 const SMALLEST_PART: usize = 256 << 10;
 
+/// The fewest rounds of parts a file is cut into (of at least [`SMALLEST_PART`]): a file
+/// smaller than this many rounds of the largest parts gets parts that make them.
+///
+/// A thread that finishes its last part early waits for the others, and a helper's first
+/// part is read whole before its scan starts: both cost up to a part's time, which smaller
+/// parts cut where a file has few. With two threads and 2 MiB parts at most, 16 rounds
+/// (parts of 650 KB on seed 004's 20.7 MB file) against 4 gave `ctf bench` an `index_s` of
+/// 0.92 on seed 004 and 0.89–0.97 on 20 MB gen_ctf.py files of seq, ragged and sparse, and
+/// 0.93–0.99 on 5 to 30 MB ones, within the noise on 50 MB ones (medians of 15–30
+/// alternating runs), with the same output; 32 rounds were no faster than 16. A file of
+/// 64 MiB or more keeps the largest parts, which on 100 MB files were 2–5% faster than
+/// 512 KiB ones.
+const MIN_ROUNDS: u64 = 16;
+
 /// The part size for a file of `size` bytes scanned on `threads` threads: `largest`, or on
-/// a file of fewer than four rounds of those, parts that make four rounds (at least
-/// [`SMALLEST_PART`]), so that the threads share a small file evenly. (A 4.7 MB file in
-/// 2 MiB parts on two threads was two parts at once, then the rest on one thread; a file
-/// of less than a round was not split at all. Two rounds still left one thread finishing
-/// a part alone at the end, which costs more once the parts are parsed while indexing:
-/// four rounds read the criterion benches' 4.7 MB seq and 4.6 MB ragged files 8–15%
-/// faster end to end.)
+/// a file of fewer than [`MIN_ROUNDS`] rounds of those, parts that make that many rounds
+/// (at least [`SMALLEST_PART`]), so that the threads share a small file evenly. (A 4.7 MB
+/// file in 2 MiB parts on two threads was two parts at once, then the rest on one thread;
+/// a file of less than a round was not split at all.)
 fn part_size(size: u64, threads: usize, largest: usize) -> usize {
-    let four_rounds = size.div_ceil(4 * threads.max(1) as u64);
-    usize::try_from(four_rounds)
+    let rounds = size.div_ceil(MIN_ROUNDS * threads.max(1) as u64);
+    usize::try_from(rounds)
         .unwrap_or(usize::MAX)
         .clamp(SMALLEST_PART.min(largest), largest)
 }
@@ -828,14 +839,15 @@ mod tests {
     }
 
     #[test]
-    fn small_files_are_cut_into_four_rounds_of_parts() {
+    fn small_files_are_cut_into_sixteen_rounds_of_parts() {
         const MIB: usize = 1 << 20;
-        // Large files keep the parts asked for; smaller ones get four rounds, down to 256 KiB.
+        // Large files keep the parts asked for; smaller ones get 16 rounds, down to 256 KiB.
         assert_eq!(part_size(100 * MIB as u64, 2, 2 * MIB), 2 * MIB);
-        assert_eq!(part_size(16 * MIB as u64, 2, 2 * MIB), 2 * MIB);
-        assert_eq!(part_size(8 * MIB as u64, 2, 2 * MIB), MIB);
-        assert_eq!(part_size(6 * MIB as u64, 2, 2 * MIB), 768 << 10);
-        assert_eq!(part_size(6 * MIB as u64, 3, 2 * MIB), 512 << 10);
+        assert_eq!(part_size(64 * MIB as u64, 2, 2 * MIB), 2 * MIB);
+        assert_eq!(part_size(32 * MIB as u64, 2, 2 * MIB), MIB);
+        assert_eq!(part_size(24 * MIB as u64, 2, 2 * MIB), 768 << 10);
+        assert_eq!(part_size(24 * MIB as u64, 3, 2 * MIB), 512 << 10);
+        assert_eq!(part_size(6 * MIB as u64, 2, 2 * MIB), SMALLEST_PART);
         assert_eq!(part_size(100 << 10, 2, 2 * MIB), SMALLEST_PART);
         // Parts asked smaller than that (tests) are kept.
         assert_eq!(part_size(6 * MIB as u64, 2, 100), 100);
@@ -853,7 +865,7 @@ mod tests {
         let expected = scan_with(&text, 1, 2 << 20);
         assert_eq!(expected.0.len(), 13_334);
         let (scan, found) = scanned_with(&text, 2, 2 << 20);
-        assert_eq!(scan.part_size, text.len().div_ceil(8).max(SMALLEST_PART));
+        assert_eq!(scan.part_size, SMALLEST_PART);
         assert!(scan.helper_count() > 0, "the helpers scanned it");
         assert_eq!(found, expected);
     }
