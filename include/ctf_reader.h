@@ -853,6 +853,21 @@ enum ctf_status ctf_config_set_memory_budget(struct ctf_config *config, uint64_t
 enum ctf_status ctf_config_set_parse_while_indexing(struct ctf_config *config, bool enabled);
 
 /**
+ * Whether to pin each packer thread to a CPU of its own (`false`, the default): on Linux,
+ * only when the packers (`ctf_config_set_threads`, default the available cores) are exactly
+ * as many as the CPUs the process may use, so that no CPU is taken from the process; the
+ * minibatches are the same either way. Without it the system may run two packers on one
+ * CPU for a while (README "The `ctf` process's packer threads" has the figures). Leave it
+ * off when the host places its own threads, or runs several readers at once.
+ *
+ * Thread safety: one thread at a time per configuration.
+ *
+ * # Safety
+ * `config` is NULL or a live configuration.
+ */
+enum ctf_status ctf_config_set_pin_packers(struct ctf_config *config, bool enabled);
+
+/**
  * Reads up to `max_samples` samples of the global timeline (counted from position 0, also
  * after a restore), replacing any max-sweeps limit. `CTF_FULL_DATA_SWEEP` is one sweep,
  * `CTF_INFINITELY_REPEAT` no end. The default is one sweep.

@@ -237,6 +237,7 @@ public:
     Config &parse_while_indexing(bool enabled) {
         return check(ctf_config_set_parse_while_indexing(handle_, enabled));
     }
+    Config &pin_packers(bool enabled) { return check(ctf_config_set_pin_packers(handle_, enabled)); }
     Config &memory_budget(std::uint64_t bytes) {
         return check(ctf_config_set_memory_budget(handle_, bytes));
     }

@@ -120,6 +120,9 @@ pub struct SourceCounters {
     /// start; see `index::stash`) instead of reading and parsing them; counted in
     /// `bytes_read` and `chunks_loaded` too, as their text was read.
     pub parts_parsed_while_indexing: u64,
+    /// Packer threads of the threaded engine's current run pinned to a CPU of their own
+    /// ([`PipelineOptions::pin_packers`]); 0 for the reference engine.
+    pub pinned_packers: u64,
     /// Chunk requests served from memory.
     pub cache_hits: u64,
     /// Chunk requests that had to load the chunk.

@@ -12,7 +12,7 @@ use cli_support::*;
 use tempfile::TempDir;
 
 /// Every key `ctf bench` prints, in order (README "Performance").
-const KEYS: [&str; 23] = [
+const KEYS: [&str; 24] = [
     "threads",
     "mb_size",
     "sweeps",
@@ -36,6 +36,7 @@ const KEYS: [&str; 23] = [
     "pack_s",
     "wait_s",
     "quick_bytes_read",
+    "pinned_packers",
 ];
 
 /// What the test knows of the data it wrote.
@@ -147,6 +148,55 @@ fn every_key_is_printed_once_in_order_with_sane_values() {
         let rss = summary_n(out, "peak_rss_bytes");
         assert!(rss > 1 << 20 && rss < 1 << 40, "{out}");
     }
+}
+
+/// How many CPUs this process may use, where the system tells them.
+fn allowed_cpus() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sched::{sched_getaffinity, CpuSet};
+        let set = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
+        Some(
+            (0..CpuSet::count())
+                .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+                .count() as u64,
+        )
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+#[test]
+fn packers_are_pinned_one_per_cpu_unless_told_not_to() {
+    let (dir, _) = setup(120);
+    let d = dir.path();
+    let cpus = allowed_cpus();
+    // As many packers as CPUs: each pinned (on Linux); one more: none.
+    let threads = cpus.unwrap_or(2);
+    let mut checksums = Vec::new();
+    for (threads, no_pin, pinned) in [
+        (threads, false, cpus.map_or(0, |n| n)),
+        (threads, true, 0),
+        (threads + 1, false, 0),
+    ] {
+        let threads = threads.to_string();
+        let mut args = vec!["bench", "r.cntk", "--mb-size", "16", "--threads", &threads];
+        if no_pin {
+            args.push("--no-pin-packers");
+        }
+        let r = run_expect(&args, Some(d), 0);
+        assert_eq!(
+            summary_n(&r.stdout, "pinned_packers"),
+            pinned,
+            "{args:?}\n{}",
+            r.stdout
+        );
+        checksums.push((
+            summary(&r.stdout, "checksum").to_string(),
+            summary(&r.stdout, "index_checksum").to_string(),
+        ));
+    }
+    assert!(checksums.windows(2).all(|w| w[0] == w[1]), "{checksums:?}");
 }
 
 #[test]

@@ -71,6 +71,7 @@ fn two_of_each(part_bytes: u64, memory_budget: Option<u64>, stash: bool) -> Pipe
         part_bytes,
         memory_budget,
         parse_while_indexing: stash,
+        pin_packers: false,
     }
 }
 
@@ -100,6 +101,58 @@ fn same_minibatches_at_any_thread_count_and_prefetch() {
                 }
             }
         }
+    }
+}
+
+/// The CPUs this process may use, where the system tells them.
+fn allowed_cpus() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sched::{sched_getaffinity, CpuSet};
+        let set = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
+        Some(
+            (0..CpuSet::count())
+                .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+                .count(),
+        )
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// Packers pinned one per CPU give the reference minibatches, also after a restore (which
+/// starts new packers), and are counted: on Linux all of them when they are as many as the
+/// CPUs the process may use, none when there is one more; none elsewhere.
+#[test]
+fn pinned_packers_give_the_same_minibatches() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), 150);
+    let cfg = config(&file);
+    let want = reference(&cfg, sweeps(2), 13);
+    let cpus = allowed_cpus();
+    for packers in [cpus.unwrap_or(2), cpus.unwrap_or(2) + 1] {
+        let options = PipelineOptions {
+            packer_threads: packers,
+            pin_packers: true,
+            ..two_of_each(1 << 20, None, true)
+        };
+        let mut s = MinibatchSource::with_options(&cfg, sweeps(2), quiet(), options).unwrap();
+        let first = drain_n(&mut s, 13, 3);
+        let checkpoint = s.checkpoint();
+        let pinned = if Some(packers) == cpus {
+            packers as u64
+        } else {
+            0
+        };
+        assert_eq!(s.counters().pinned_packers, pinned, "{packers} packers");
+        s.restore(&checkpoint).unwrap();
+        let rest = drain(&mut s, 13);
+        assert_eq!(
+            s.counters().pinned_packers,
+            pinned,
+            "{packers} packers, restored"
+        );
+        assert_eq!([first, rest].concat(), want, "{packers} packers");
     }
 }
 
@@ -739,6 +792,7 @@ fn parts_parsed_while_indexing_give_the_reference_minibatches() {
                 part_bytes: 64 << 10,
                 memory_budget: None,
                 parse_while_indexing: true,
+                pin_packers: false,
             };
             let mut t =
                 MinibatchSource::with_options(&cfg, sweeps(2), logging(&log), options).unwrap();

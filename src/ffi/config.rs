@@ -82,6 +82,9 @@ pub(crate) struct ReaderOptions {
     /// Whether parsing while indexing is off
     /// ([`PipelineOptions::parse_while_indexing`](crate::source::PipelineOptions)).
     pub(crate) no_parse_while_indexing: bool,
+    /// Whether to pin the packers
+    /// ([`PipelineOptions::pin_packers`](crate::source::PipelineOptions)).
+    pub(crate) pin_packers: bool,
     pub(crate) limits: ReadLimits,
     pub(crate) schedule: Option<MbSchedule>,
     pub(crate) callback: ctf_diagnostic_callback,
@@ -733,6 +736,31 @@ pub unsafe extern "C" fn ctf_config_set_parse_while_indexing(
     unsafe {
         with_config(config, |config| {
             config.options.no_parse_while_indexing = !enabled;
+            Ok(())
+        })
+    }
+}
+
+/// Whether to pin each packer thread to a CPU of its own (`false`, the default): on Linux,
+/// only when the packers (`ctf_config_set_threads`, default the available cores) are exactly
+/// as many as the CPUs the process may use, so that no CPU is taken from the process; the
+/// minibatches are the same either way. Without it the system may run two packers on one
+/// CPU for a while (README "The `ctf` process's packer threads" has the figures). Leave it
+/// off when the host places its own threads, or runs several readers at once.
+///
+/// Thread safety: one thread at a time per configuration.
+///
+/// # Safety
+/// `config` is NULL or a live configuration.
+#[no_mangle]
+pub unsafe extern "C" fn ctf_config_set_pin_packers(
+    config: *mut ctf_config,
+    enabled: bool,
+) -> ctf_status {
+    // SAFETY: the caller passes NULL or a live configuration.
+    unsafe {
+        with_config(config, |config| {
+            config.options.pin_packers = enabled;
             Ok(())
         })
     }

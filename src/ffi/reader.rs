@@ -172,6 +172,7 @@ impl ctf_reader {
             pipeline.memory_budget = Some(options.memory_budget);
         }
         pipeline.parse_while_indexing = !options.no_parse_while_indexing;
+        pipeline.pin_packers = options.pin_packers;
         let limits = options.limits.clone();
         let mut engine = match config.precision {
             Precision::Float => Engine::F32(

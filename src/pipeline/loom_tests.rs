@@ -99,6 +99,7 @@ fn options() -> PipelineOptions {
         part_bytes: 1,
         memory_budget: None,
         parse_while_indexing: true,
+        pin_packers: false,
     }
 }
 

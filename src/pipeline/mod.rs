@@ -2,6 +2,7 @@
 //! ([`engine::MinibatchSource`]). It produces exactly the minibatches of the single-threaded
 //! reference engine, [`crate::source::ReferenceSource`].
 
+mod affinity;
 pub mod cache;
 pub mod engine;
 mod part_finder;

@@ -120,6 +120,7 @@ static void test_null_arguments(void) {
     EXPECT(ctf_config_set_prefetch(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_memory_budget(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_parse_while_indexing(NULL, true), CTF_STATUS_NULL_ARGUMENT);
+    EXPECT(ctf_config_set_pin_packers(NULL, true), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_max_samples(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_max_sweeps(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
     EXPECT(ctf_config_set_epoch_size(NULL, 1), CTF_STATUS_NULL_ARGUMENT);
@@ -304,6 +305,7 @@ static void test_views(void) {
     OK(ctf_config_set_prefetch(config, 3));
     OK(ctf_config_set_memory_budget(config, 64u << 20));
     OK(ctf_config_set_parse_while_indexing(config, true));
+    OK(ctf_config_set_pin_packers(config, true));
     reader = open_reader(config);
     ctf_config_free(config); /* the reader holds a copy */
     CHECK(ctf_reader_stream_count(reader) == 3);

@@ -34,6 +34,7 @@ pub fn engine(
         part_bytes,
         memory_budget: None,
         parse_while_indexing: true,
+        pin_packers: false,
     };
     MinibatchSource::with_options(cfg, limits, Box::new(|_, _| {}), options).unwrap()
 }

@@ -106,6 +106,7 @@ fn bench<T: Element>(
         options.loader_threads = threads as usize;
         options.packer_threads = threads as usize;
     }
+    options.pin_packers = !args.no_pin_packers;
     let loader_threads = options.loader_threads;
     let limits = ReadLimits {
         max_sweeps: Some(args.sweeps),
@@ -169,6 +170,7 @@ fn bench<T: Element>(
         format!("pack_s: {:.6}", counters.pack_time.as_secs_f64()),
         format!("wait_s: {:.6}", counters.wait_time.as_secs_f64()),
         format!("quick_bytes_read: {}", counters.quick_bytes_read),
+        format!("pinned_packers: {}", counters.pinned_packers),
     ];
     print_lines(&lines)
 }

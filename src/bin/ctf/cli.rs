@@ -132,8 +132,14 @@ pub struct ReadArgs {
     /// order when the corpus is at most two chunks, and the loaders take them).
     #[arg(long)]
     pub no_parse_while_indexing: bool,
+    /// Leave the packer threads where the system puts them (by default each is pinned to a
+    /// CPU of its own when they are as many as the CPUs this process may use; see README
+    /// "The `ctf` process's packer threads").
+    #[arg(long)]
+    pub no_pin_packers: bool,
     /// Print the counters on stderr: chunks loaded, bytes read, quick bytes read, parts
-    /// parsed while indexing, cache hits, misses and bytes, parse and wait seconds.
+    /// parsed while indexing, pinned packers, cache hits, misses and bytes, parse, plan,
+    /// pack and wait seconds.
     #[arg(long)]
     pub stats: bool,
 }
@@ -153,6 +159,11 @@ pub struct BenchArgs {
     /// Full sweeps to read.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one::<u64>)]
     pub sweeps: u64,
+    /// Leave the packer threads where the system puts them (by default each is pinned to a
+    /// CPU of its own when they are as many as the CPUs this process may use; see README
+    /// "The `ctf` process's packer threads").
+    #[arg(long)]
+    pub no_pin_packers: bool,
 }
 
 /// A byte count: digits, optionally followed by K, M or G (powers of 1024).

@@ -87,6 +87,7 @@ fn read<T: Element>(
     }
     options.memory_budget = args.memory_budget;
     options.parse_while_indexing = !args.no_parse_while_indexing;
+    options.pin_packers = !args.no_pin_packers;
     let mut source =
         MinibatchSource::<T>::with_options(config, limits.clone(), stderr_sink(), options)
             .map_err(Failure::from)?;
@@ -168,6 +169,7 @@ fn read<T: Element>(
             "parts parsed while indexing: {}",
             counters.parts_parsed_while_indexing
         );
+        eprintln!("pinned packers: {}", counters.pinned_packers);
         eprintln!("cache hits: {}", counters.cache_hits);
         eprintln!("cache misses: {}", counters.cache_misses);
         eprintln!("cache bytes: {}", counters.cache_bytes);
