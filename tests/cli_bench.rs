@@ -5,10 +5,12 @@
 
 #[allow(dead_code)]
 mod cli_support;
+mod cpus_support;
 
 use std::path::Path;
 
 use cli_support::*;
+use cpus_support::allowed_cpus;
 use tempfile::TempDir;
 
 /// Every key `ctf bench` prints, in order (README "Performance").
@@ -150,27 +152,11 @@ fn every_key_is_printed_once_in_order_with_sane_values() {
     }
 }
 
-/// How many CPUs this process may use, where the system tells them.
-fn allowed_cpus() -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        use nix::sched::{sched_getaffinity, CpuSet};
-        let set = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
-        Some(
-            (0..CpuSet::count())
-                .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
-                .count() as u64,
-        )
-    }
-    #[cfg(not(target_os = "linux"))]
-    None
-}
-
 #[test]
 fn packers_are_pinned_one_per_cpu_unless_told_not_to() {
     let (dir, _) = setup(120);
     let d = dir.path();
-    let cpus = allowed_cpus();
+    let cpus = allowed_cpus().map(|n| n as u64);
     // As many packers as CPUs: each pinned (on Linux); one more: none.
     let threads = cpus.unwrap_or(2);
     let mut checksums = Vec::new();

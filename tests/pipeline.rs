@@ -2,10 +2,12 @@
 //! at any number of loader threads and prefetch depth, with restores, partitions and size
 //! changes; errors in order; prompt shutdown; many readers created and dropped.
 
+mod cpus_support;
 mod engine_support;
 
 use std::path::Path;
 
+use cpus_support::allowed_cpus;
 use ctf_reader::minibatch::Minibatch;
 use ctf_reader::reader::DiagnosticSink;
 use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits, ReferenceSource};
@@ -104,25 +106,6 @@ fn same_minibatches_at_any_thread_count_and_prefetch() {
     }
 }
 
-/// The CPUs this process may use, where the system tells them.
-fn allowed_cpus() -> Option<usize> {
-    #[cfg(target_os = "linux")]
-    {
-        use nix::sched::{sched_getaffinity, CpuSet};
-        let set = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
-        Some(
-            (0..CpuSet::count())
-                .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
-                .count(),
-        )
-    }
-    #[cfg(not(target_os = "linux"))]
-    None
-}
-
-/// Packers pinned one per CPU give the reference minibatches, also after a restore (which
-/// starts new packers), and are counted: on Linux all of them when they are as many as the
-/// CPUs the process may use, none when there is one more; none elsewhere.
 #[test]
 fn pinned_packers_give_the_same_minibatches() {
     let dir = tempfile::tempdir().unwrap();

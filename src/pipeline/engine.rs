@@ -102,9 +102,9 @@ pub struct PipelineOptions {
     /// is taken from the process (see module `affinity`; [`SourceCounters::pinned_packers`]
     /// tells whether they were). The minibatches are the same either way. On the project's
     /// 2-core VM, with the default two packers, `ctf bench` (which turns it on) read the 100
-    /// MB gen_ctf.py files in 0.87 (seq), 0.90 (ragged) and 0.97 (sparse) of the time, the
-    /// phase after the index no longer bimodal: without it the kernel often ran both packers
-    /// on one CPU.
+    /// MB gen_ctf.py files in 0.83 (seq), 0.90 (ragged), 0.89 (sparse) and 0.96 (dense) of
+    /// the time (medians of 15 alternating runs), the phase after the index no longer
+    /// bimodal: without it the kernel often ran both packers on one CPU.
     ///
     /// [`SourceCounters::pinned_packers`]: crate::source::SourceCounters::pinned_packers
     pub pin_packers: bool,
