@@ -6,6 +6,8 @@
 //! queue of deliveries, and the consumer takes the deliveries along the routes. Dealing by
 //! load rather than by turns lets a packer that gets less of a core (it shares one with the
 //! planner and the consumer) pack fewer batches instead of holding the other back.
+//! [`PipelineOptions::pin_packers`] pins the packers one per CPU where they fill the
+//! process's CPUs (module `affinity`), so that the system does not run two on one CPU.
 //!
 //! Planner and packers run exactly the reference engine's steps ([`crate::source`]): the
 //! same timeline, the same packing. Invalid sequences are charged and warnings reported by
