@@ -40,10 +40,11 @@ fn allowed_cpus() -> Option<Vec<usize>> {
     use nix::unistd::Pid;
 
     let set = sched_getaffinity(Pid::from_raw(0)).ok()?;
-    let cpus: Vec<usize> = (0..CpuSet::count())
-        .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
-        .collect();
-    (!cpus.is_empty()).then_some(cpus)
+    Some(
+        (0..CpuSet::count())
+            .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+            .collect(),
+    )
 }
 
 /// The CPUs the calling thread may run on: not known here.

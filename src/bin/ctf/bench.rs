@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ctf_reader::minibatch::Minibatch;
 use ctf_reader::reader::stderr_sink;
-use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits};
+use ctf_reader::source::{MinibatchSource, ReadLimits};
 use ctf_reader::{Element, Precision, ReaderConfig, StorageFormat};
 
 use crate::cli::BenchArgs;
@@ -101,12 +101,7 @@ fn bench<T: Element>(
     args: &BenchArgs,
     start: Instant,
 ) -> Result<(), Failure> {
-    let mut options = PipelineOptions::default();
-    if let Some(threads) = args.threads {
-        options.loader_threads = threads as usize;
-        options.packer_threads = threads as usize;
-    }
-    options.pin_packers = !args.no_pin_packers;
+    let options = args.engine.options();
     let loader_threads = options.loader_threads;
     let limits = ReadLimits {
         max_sweeps: Some(args.sweeps),

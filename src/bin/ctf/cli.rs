@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use ctf_reader::config::ReaderConfigBuilder;
+use ctf_reader::source::PipelineOptions;
 use ctf_reader::{InputConfig, Precision, ReaderConfig, StorageFormat};
 
 use crate::Failure;
@@ -115,9 +116,9 @@ pub struct ReadArgs {
     /// Print one JSON object per minibatch on stdout.
     #[arg(long)]
     pub jsonl: bool,
-    /// Loader (parser) threads, and packer threads (default: the available cores).
-    #[arg(long, value_name = "N", value_parser = at_least_one::<u32>)]
-    pub threads: Option<u32>,
+    /// The engine's threads.
+    #[command(flatten)]
+    pub engine: EngineThreads,
     /// Deliveries of packed minibatches each packer queues ahead of the consumer (default 2;
     /// a delivery is one minibatch, or several small ones).
     #[arg(long, value_name = "N", value_parser = at_least_one::<usize>)]
@@ -132,11 +133,6 @@ pub struct ReadArgs {
     /// order when the corpus is at most two chunks, and the loaders take them).
     #[arg(long)]
     pub no_parse_while_indexing: bool,
-    /// Leave the packer threads where the system puts them (by default each is pinned to a
-    /// CPU of its own when they are as many as the CPUs this process may use; see README
-    /// "The `ctf` process's packer threads").
-    #[arg(long)]
-    pub no_pin_packers: bool,
     /// Print the counters on stderr: chunks loaded, bytes read, quick bytes read, parts
     /// parsed while indexing, pinned packers, cache hits, misses and bytes, parse, plan,
     /// pack and wait seconds.
@@ -153,17 +149,40 @@ pub struct BenchArgs {
     /// Minibatch size in samples.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = at_least_one::<u64>)]
     pub mb_size: u64,
-    /// Loader (parser) threads, and packer threads (default: the available cores).
-    #[arg(long, value_name = "N", value_parser = at_least_one::<u32>)]
-    pub threads: Option<u32>,
+    /// The engine's threads.
+    #[command(flatten)]
+    pub engine: EngineThreads,
     /// Full sweeps to read.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = at_least_one::<u64>)]
     pub sweeps: u64,
+}
+
+/// The threaded engine's threads, as `ctf read` and `ctf bench` set them.
+#[derive(Args, Debug)]
+pub struct EngineThreads {
+    /// Loader (parser) threads, and packer threads (default: the available cores).
+    #[arg(long, value_name = "N", value_parser = at_least_one::<u32>)]
+    pub threads: Option<u32>,
     /// Leave the packer threads where the system puts them (by default each is pinned to a
     /// CPU of its own when they are as many as the CPUs this process may use; see README
     /// "The `ctf` process's packer threads").
     #[arg(long)]
     pub no_pin_packers: bool,
+}
+
+impl EngineThreads {
+    /// The engine's default options with these threads: `--threads` loaders and as many
+    /// packers, pinned unless `--no-pin-packers` (the tool owns its process; the library
+    /// leaves them unpinned).
+    pub fn options(&self) -> PipelineOptions {
+        let mut options = PipelineOptions::default();
+        if let Some(threads) = self.threads {
+            options.loader_threads = threads as usize;
+            options.packer_threads = threads as usize;
+        }
+        options.pin_packers = !self.no_pin_packers;
+        options
+    }
 }
 
 /// A byte count: digits, optionally followed by K, M or G (powers of 1024).

@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use ctf_reader::minibatch::Minibatch;
 use ctf_reader::reader::stderr_sink;
+use ctf_reader::source::MinibatchSource;
 use ctf_reader::source::ReadLimits;
-use ctf_reader::source::{MinibatchSource, PipelineOptions};
 use ctf_reader::timeline::checkpoint::Checkpoint;
 use ctf_reader::timeline::schedule::MbSchedule;
 use ctf_reader::{Element, Precision, ReaderConfig};
@@ -77,17 +77,12 @@ fn read<T: Element>(
     args: &ReadArgs,
 ) -> Result<(), Failure> {
     let start = Instant::now();
-    let mut options = PipelineOptions::default();
-    if let Some(threads) = args.threads {
-        options.loader_threads = threads as usize;
-        options.packer_threads = threads as usize;
-    }
+    let mut options = args.engine.options();
     if let Some(prefetch) = args.prefetch {
         options.prefetch = prefetch;
     }
     options.memory_budget = args.memory_budget;
     options.parse_while_indexing = !args.no_parse_while_indexing;
-    options.pin_packers = !args.no_pin_packers;
     let mut source =
         MinibatchSource::<T>::with_options(config, limits.clone(), stderr_sink(), options)
             .map_err(Failure::from)?;
