@@ -609,9 +609,13 @@ impl<T: Element> InputColumn<T> {
     #[cold]
     fn store_sample_offsets(&mut self, samples: usize) {
         self.sample_offsets.clear();
-        // Room for about as many samples as stored values (keeping any room reserved).
-        self.sample_offsets
-            .reserve(self.indices.capacity().max(samples + 1));
+        // The room reserved when it holds these samples (the loaders reserve a part's
+        // buffers like the last part's), else room for about as many samples as stored
+        // values, in a new buffer: growing the old one would copy its stale contents into
+        // freshly touched pages.
+        if self.sample_offsets.capacity() <= samples {
+            self.sample_offsets = Vec::with_capacity(self.indices.capacity().max(samples + 1));
+        }
         self.sample_offsets.extend((0..=samples).map(offset));
         self.single_entries = false;
     }
@@ -1129,6 +1133,42 @@ mod tests {
 
     fn inputs() -> Vec<InputConfig> {
         vec![InputConfig::dense("d", 2), InputConfig::sparse("s", 10)]
+    }
+
+    #[test]
+    fn sample_offsets_stored_late_keep_the_room_reserved_for_them() {
+        // Samples of one entry leave the offsets implicit; the first of two entries stores
+        // them, into the room reserved (as a loader reserves a part's buffers), and a column
+        // without such room gets as much as its stored values have.
+        let mut reserved = InputColumn::<f32>::new(&InputConfig::sparse("s", 10));
+        reserved.indices.reserve(100);
+        reserved.sample_offsets.reserve(40);
+        let room = (
+            reserved.sample_offsets.as_ptr(),
+            reserved.sample_offsets.capacity(),
+        );
+        let mut bare = InputColumn::<f32>::new(&InputConfig::sparse("s", 10));
+        bare.indices.reserve(100);
+        for column in [&mut reserved, &mut bare] {
+            for index in [3, 5, 7] {
+                column.push_one_entry_sample(index, 1);
+            }
+            assert!(column.single_entries);
+            let start = column.entry_count();
+            column.push_entry(1, 0, start, EntryValue::Byte(2));
+            column.push_entry(4, 1, start, EntryValue::Byte(1));
+            column.end_sparse_sample(start);
+            assert!(!column.single_entries);
+            assert_eq!(column.sample_offsets, [0, 1, 2, 3, 5]);
+        }
+        assert_eq!(
+            (
+                reserved.sample_offsets.as_ptr(),
+                reserved.sample_offsets.capacity()
+            ),
+            room
+        );
+        assert!(bare.sample_offsets.capacity() >= bare.indices.capacity());
     }
 
     /// One sequence per item of `sequences` (its lines separated by line feeds), parsed.
