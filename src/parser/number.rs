@@ -190,11 +190,14 @@ pub(crate) fn leading_digits_value(bytes: &[u8], pos: usize) -> Option<(u64, usi
 pub(crate) fn lanes_value(x: u64, n: u32) -> u64 {
     debug_assert!((1..8).contains(&n), "{n} digits");
     // The digits to the top bytes (zeros below are leading zeros), then pairs, quads and
-    // the whole, each step combining neighbours.
+    // the whole, each step combining neighbours with one multiplication: `d * (10 << 8 | 1)`
+    // adds ten times each byte to the byte above it, so that the upper byte of each pair
+    // holds the pair's value (at most 99: no carry), which the shift brings down; and so on
+    // with 100 for the pairs and 10,000 for the quads.
     let d = x << (8 * (8 - n));
-    let d = (d.wrapping_mul(10) + (d >> 8)) & 0x00ff_00ff_00ff_00ff;
-    let d = (d.wrapping_mul(100) + (d >> 16)) & 0x0000_ffff_0000_ffff;
-    (d.wrapping_mul(10_000) + (d >> 32)) & 0xffff_ffff
+    let d = (d.wrapping_mul(10 << 8 | 1) >> 8) & 0x00ff_00ff_00ff_00ff;
+    let d = (d.wrapping_mul(100 << 16 | 1) >> 16) & 0x0000_ffff_0000_ffff;
+    d.wrapping_mul(10_000 << 32 | 1) >> 32
 }
 
 /// The value of the first `n` bytes of `word` (1 to 7, the first in the lowest byte), which
@@ -432,6 +435,29 @@ mod tests {
         for b in 0..=255u8 {
             assert_eq!(f32::from_byte(b).to_byte(), Some(b));
             assert_eq!(f64::from_byte(b).to_byte(), Some(b));
+        }
+    }
+
+    #[test]
+    fn ascii_digits_value_reads_the_first_n_digits_whatever_follows() {
+        // Every length, the extremes and a deterministic spread of values, each followed by
+        // bytes of every kind: they must not carry into the value.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for n in 1..=7u32 {
+            let top = 10u64.pow(n);
+            let mut values = vec![0, 1, top - 1, top / 10, top / 2];
+            values.extend((0..2_000).map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+                (state >> 20) % top
+            }));
+            for (k, &value) in values.iter().enumerate() {
+                let mut text = format!("{value:0width$}", width = n as usize).into_bytes();
+                text.extend((0..8 - n as usize).map(|i| [b'9', b' ', 0xff, b':', 0][(k + i) % 5]));
+                let word = u64::from_le_bytes(text[..8].try_into().unwrap());
+                assert_eq!(ascii_digits_value(word, n), value, "{text:?}");
+            }
         }
     }
 
