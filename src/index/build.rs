@@ -554,7 +554,7 @@ mod tests {
             }
         }
         assert_eq!(reallocations, 1);
-        assert!(capacity >= 100_000 && capacity <= 112_600, "{capacity}");
+        assert!((100_000..=112_600).contains(&capacity), "{capacity}");
         // A later file denser than its start grows the list in a step, not entry by entry.
         reserve_for_file(&mut sequences, 10, (10, 1_000), 1_000_000);
         assert!(sequences.capacity() - sequences.len() >= 10);
