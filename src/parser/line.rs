@@ -211,7 +211,7 @@ const WINDOW: usize = BLOCK + 16;
 /// read from the end of the one before (in memory, one core), for about as many
 /// instructions. The shape of a window's run of well-formed entries is checked at once on
 /// its masks of spaces, digits and colons ([`well_formed_entries`]), and those entries are
-/// then read without a check each ([`shaped_entry`]): 9% fewer instructions here on the
+/// then read without a check each ([`shaped_entry`]): 7% fewer instructions here on the
 /// sparse shape (callgrind). Kept out of line: inlined into the line loop, its loop's
 /// registers were spilled around every entry.
 #[inline(never)]
