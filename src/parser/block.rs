@@ -1,6 +1,8 @@
 //! Bit masks of chosen bytes, or of the digits, in 64-byte blocks of text, a bit per byte,
-//! shared by the parser's sparse entry loop (the spaces between entries and the digits of
-//! each) and the index scan (`|` and line feeds).
+//! shared by the parser's sparse entry loop (the spaces between entries, the digits and
+//! colons of each), its dense value loop (spaces and digits) and the index scan (`|` and
+//! line feeds); and the two steps both value loops take on their masks: the separators
+//! before a block's first other byte, and where eight digits in a row start.
 //!
 //! Walking the set bits of a mask (`trailing_zeros`, then clearing the lowest) finds each
 //! next position without reading the bytes before it, so a loop that takes its next
@@ -12,6 +14,26 @@ use crate::parser::word::{HIGH, LOW7, ONES};
 
 /// Bytes per block, and bits per mask.
 pub(crate) const BLOCK: usize = 64;
+
+/// The bits of `ends` below the lowest bit of `others`: in a block's masks, the spaces (or
+/// other separators) that come before its first byte of another kind.
+#[inline(always)]
+pub(crate) fn ends_before(ends: u64, others: u64) -> u64 {
+    match others.trailing_zeros() {
+        64 => ends,
+        first => ends & ((1u64 << first) - 1),
+    }
+}
+
+/// A bit `k` for each byte `k` of a block that starts eight digits in a row, given the
+/// block's `digits` mask: a number of eight digits or more, which the quick readers of
+/// digit words (at most seven digits) leave to the general parse.
+#[inline(always)]
+pub(crate) fn eight_digit_starts(digits: u64) -> u64 {
+    let pairs = digits & (digits >> 1);
+    let quads = pairs & (pairs >> 2);
+    quads & (quads >> 4)
+}
 
 /// A bit for each byte of `block` equal to one of `targets`: bit `k` for byte `k`.
 #[inline(always)]

@@ -11,7 +11,7 @@
 //! two spaces, the last value before `|` or the line end) ends the run, and the line
 //! parser's general loop reads the rest of the sample, so the sample is the same either way.
 
-use crate::parser::block::{digits, matches, BLOCK};
+use crate::parser::block::{digits, eight_digit_starts, ends_before, matches, BLOCK};
 use crate::parser::number::ascii_digits_value;
 
 /// Bytes read at once: the block whose spaces are found, and the 8 bytes a value starting
@@ -120,19 +120,12 @@ fn value_at(window: &[u8; WINDOW], start: usize, len: usize) -> Option<u64> {
 /// when some is not, or no value ends before such a byte.
 #[inline(always)]
 fn well_formed_run(spaces: u64, digits: u64) -> Option<u64> {
-    let others = !(spaces | digits);
-    let ends = match others.trailing_zeros() {
-        64 => spaces,
-        first => spaces & ((1u64 << first) - 1),
-    };
+    let ends = ends_before(spaces, !(spaces | digits));
     if ends == 0 {
         return None;
     }
     let run = u64::MAX >> ends.leading_zeros();
-    // Eight digits in a row from bit k set bit k.
-    let pairs = digits & (digits >> 1);
-    let quads = pairs & (pairs >> 2);
-    let eights = quads & (quads >> 4);
+    let eights = eight_digit_starts(digits);
     // A value first, never two spaces in a row (an empty value), no value of 8 digits.
     (digits & 1 != 0 && ends & (ends >> 1) == 0 && eights & run == 0).then_some(ends)
 }

@@ -20,7 +20,7 @@ use memchr::memchr2;
 
 use crate::config::{InputConfig, StorageFormat};
 use crate::diag::{Diagnostic, Severity};
-use crate::parser::block::{digits, matches, BLOCK};
+use crate::parser::block::{digits, eight_digit_starts, ends_before, matches, BLOCK};
 use crate::parser::columns::{InputColumn, ParsedSequences, MAX_COLUMN_ENTRIES};
 use crate::parser::dense_digits::digit_values;
 use crate::parser::number::{
@@ -348,21 +348,14 @@ fn take_step_entry<const BYTES: bool>(
 /// (as [`masked_entry`] takes them one by one); 0 when some is not, or none ends there.
 #[inline(always)]
 fn well_formed_entries(spaces: u64, digits: u64, colons: u64) -> u64 {
-    let others = !(spaces | digits | colons);
-    let ends = match others.trailing_zeros() {
-        64 => spaces,
-        first => spaces & ((1u64 << first) - 1),
-    };
+    let ends = ends_before(spaces, !(spaces | digits | colons));
     if ends == 0 {
         return 0;
     }
     // The bytes up to the run's last space; within them, only spaces, digits and colons.
     let run = u64::MAX >> ends.leading_zeros();
     let starts = ((ends << 1) | 1) & run;
-    // Eight digits in a row from bit k set bit k.
-    let pairs = digits & (digits >> 1);
-    let quads = pairs & (pairs >> 2);
-    let eights = quads & (quads >> 4);
+    let eights = eight_digit_starts(digits);
     // Each entry's one colon two bytes before its space, a digit between them, a digit
     // (not the colon) at its start, no index of 8 digits, and no entry of under 3 bytes
     // at the block's start (the colon check cannot see before bit 0).
