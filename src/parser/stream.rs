@@ -856,14 +856,20 @@ impl<T: Element> StreamParser<T> {
     fn sequence_rule_violation(&mut self, key: u64, counted_lines: u32) -> Option<String> {
         let mut counts = std::mem::take(&mut self.scratch_counts);
         self.out.open_sequence_counts(&mut counts);
-        let missing: Vec<String> = counts
+        // The fewest and most samples of an input, in one pass: the names of the inputs
+        // without a sample are gathered only for the message.
+        let (fewest, longest) = counts
             .iter()
-            .zip(self.lines.names())
-            .filter(|(n, _)| **n == 0)
-            .map(|(_, name)| format!("'{name}'"))
-            .collect();
-        let longest = counts.iter().copied().max().unwrap_or(0);
-        let result = if !missing.is_empty() {
+            .fold((usize::MAX, 0), |(fewest, longest), &n| {
+                (fewest.min(n), longest.max(n))
+            });
+        let result = if fewest == 0 {
+            let missing: Vec<String> = counts
+                .iter()
+                .zip(self.lines.names())
+                .filter(|(n, _)| **n == 0)
+                .map(|(_, name)| format!("'{name}'"))
+                .collect();
             Some(format!(
                 "sequence {} has no sample of input {}",
                 key,
