@@ -189,11 +189,7 @@ pub(crate) fn leading_digits_value(bytes: &[u8], pos: usize) -> Option<(u64, usi
 #[inline(always)]
 pub(crate) fn lanes_value(x: u64, n: u32) -> u64 {
     debug_assert!((1..8).contains(&n), "{n} digits");
-    // The digits to the top bytes (zeros below are leading zeros), then pairs, quads and
-    // the whole, each step combining neighbours with one multiplication: `d * (10 << 8 | 1)`
-    // adds ten times each byte to the byte above it, so that the upper byte of each pair
-    // holds the pair's value (at most 99: no carry), which the shift brings down; and so on
-    // with 100 for the pairs and 10,000 for the quads.
+    // The digits to the top bytes (zeros below are leading zeros), then their value.
     top_lanes_value(x << (8 * (8 - n)))
 }
 
@@ -202,6 +198,10 @@ pub(crate) fn lanes_value(x: u64, n: u32) -> u64 {
 /// moved to the top.
 #[inline(always)]
 fn top_lanes_value(d: u64) -> u64 {
+    // Pairs, quads and the whole, each step combining neighbours with one multiplication:
+    // `d * (10 << 8 | 1)` adds ten times each byte to the byte above it, so that the upper
+    // byte of each pair holds the pair's value (at most 99: no carry), which the shift brings
+    // down; and so on with 100 for the pairs and 10,000 for the quads.
     let d = (d.wrapping_mul(10 << 8 | 1) >> 8) & 0x00ff_00ff_00ff_00ff;
     let d = (d.wrapping_mul(100 << 16 | 1) >> 16) & 0x0000_ffff_0000_ffff;
     d.wrapping_mul(10_000 << 32 | 1) >> 32
