@@ -453,21 +453,21 @@ impl Builder<'_> {
 }
 
 /// Makes room in the index's `sequences` for `ready` more, when they would not fit, for as
-/// many as the whole file of `size` bytes holds at the density of its first `so_far`
-/// (sequences, bytes), plus an eighth: the list then grows in a few steps sized by the file
+/// many as the whole file of `size` bytes holds at the density of the sequences and bytes
+/// it has read so far, plus an eighth: the list then grows in a few steps sized by the file
 /// rather than by doubling, each doubling a copy of the whole list into freshly touched
 /// pages (on a file of short lines, about 0.8 of the list's own size in copies and page
 /// faults on the thread that joins the scan).
 fn reserve_for_file(
     sequences: &mut Vec<SequenceEntry>,
     ready: usize,
-    (so_far, bytes): (u64, u64),
+    (sequences_so_far, bytes): (u64, u64),
     size: u64,
 ) {
     if sequences.capacity() - sequences.len() >= ready {
         return;
     }
-    let density = so_far as f64 / bytes.max(1) as f64;
+    let density = sequences_so_far as f64 / bytes.max(1) as f64;
     let rest = (size.saturating_sub(bytes) as f64 * density * 1.125) as usize;
     // No more than an index may hold (the chunker reports a corpus beyond that), and only
     // what the allocator grants: the list then grows as it would have.

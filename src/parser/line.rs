@@ -278,8 +278,11 @@ fn digit_entries<T: Element, const BYTES: bool>(
                     };
                     let first = spaces.trailing_zeros() as usize;
                     let second = second.trailing_zeros() as usize;
-                    let ((one, one_digit), (two, two_digit)) =
-                        shaped_pair(window, start, first, second);
+                    let Some(((one, one_digit), (two, two_digit))) =
+                        shaped_pair(window, start, first, second)
+                    else {
+                        break;
+                    };
                     let (step_one, step_two) = (one.wrapping_sub(last), two.wrapping_sub(one));
                     // Both steps within u16 (a decrease wraps past it) put `one` at most at
                     // `two`, so `two` within `dim` puts both there.
@@ -417,11 +420,18 @@ fn well_formed_entries(spaces: u64, digits: u64, colons: u64) -> u64 {
 /// [`well_formed_entries`] checked: its index and value.
 #[inline(always)]
 fn shaped_entry(window: &[u8; WINDOW], start: usize, space: usize) -> Option<(u32, u8)> {
-    let head = u64::from_le_bytes(*window.get(start..)?.first_chunk::<8>()?);
     // At most 7 digits: below 10^7, within u32.
-    let index = ascii_digits_value(head, (space - start - 2) as u32) as u32;
-    let digit = window[(space - 1) & (BLOCK - 1)].wrapping_sub(b'0');
-    Some((index, digit))
+    let index = ascii_digits_value(word_at(window, start)?, (space - start - 2) as u32) as u32;
+    Some((index, shaped_digit(window, space)))
+}
+
+/// The one-digit value of the entry [`well_formed_entries`] found ended by the space at
+/// `window[space]`: the byte before the space.
+#[inline(always)]
+fn shaped_digit(window: &[u8; WINDOW], space: usize) -> u8 {
+    // Within the block: `space` is a bit of its 64-bit mask (the `& 63` tells the compiler,
+    // which then checks no bound).
+    window[(space - 1) & (BLOCK - 1)].wrapping_sub(b'0')
 }
 
 /// The two `index:digit` entries from `window[start]` to the space at `window[first]` and
@@ -433,22 +443,18 @@ fn shaped_pair(
     start: usize,
     first: usize,
     second: usize,
-) -> ((u32, u8), (u32, u8)) {
-    let word_at = |at: usize| {
-        window
-            .get(at..)
-            .and_then(<[u8]>::first_chunk::<8>)
-            .map_or(0, |w| u64::from_le_bytes(*w))
-    };
+) -> Option<((u32, u8), (u32, u8))> {
     // At most 7 digits each: below 10^7, within u32.
     let (one, two) = ascii_digits_value_pair(
-        word_at(start),
+        word_at(window, start)?,
         (first - start - 2) as u32,
-        word_at(first + 1),
+        word_at(window, first + 1)?,
         (second - first - 3) as u32,
     );
-    let digit = |space: usize| window[(space - 1) & (BLOCK - 1)].wrapping_sub(b'0');
-    ((one, digit(first)), (two, digit(second)))
+    Some((
+        (one, shaped_digit(window, first)),
+        (two, shaped_digit(window, second)),
+    ))
 }
 
 /// The `index:digit` entry from `window[start]` to the space at `window[space]` (both within
@@ -475,9 +481,8 @@ fn masked_entry(
     {
         return None;
     }
-    let head = u64::from_le_bytes(*window.get(start..)?.first_chunk::<8>()?);
     // At most 7 digits: below 10^7, within u32.
-    let index = ascii_digits_value(head, (len - 2) as u32) as u32;
+    let index = ascii_digits_value(word_at(window, start)?, (len - 2) as u32) as u32;
     Some((index, window[colon + 1].wrapping_sub(b'0')))
 }
 

@@ -213,9 +213,7 @@ fn top_lanes_value(d: u64) -> u64 {
 /// instructions where the two take eight multiplications, shifts and masks each.
 #[inline(always)]
 pub(crate) fn ascii_digits_value_pair(word: u64, n: u32, other: u64, m: u32) -> (u32, u32) {
-    let zeros = crate::parser::word::ONES * u64::from(b'0');
-    let first = (word ^ zeros) << (8 * (8 - n));
-    let second = (other ^ zeros) << (8 * (8 - m));
+    let (first, second) = (top_digit_lanes(word, n), top_digit_lanes(other, m));
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
         top_lanes_value_pair_sse2(first, second)
@@ -263,7 +261,15 @@ fn top_lanes_value_pair_sse2(first: u64, second: u64) -> (u32, u32) {
 /// [`digit_lanes`](crate::parser::word::digit_lanes) or any other step.
 #[inline(always)]
 pub(crate) fn ascii_digits_value(word: u64, n: u32) -> u64 {
-    lanes_value(word ^ (crate::parser::word::ONES * u64::from(b'0')), n)
+    top_lanes_value(top_digit_lanes(word, n))
+}
+
+/// The first `n` bytes of `word` (1 to 7 ASCII digits, the first in the lowest byte) as the
+/// digits' values moved to the top bytes, zeros below: what [`top_lanes_value`] converts.
+#[inline(always)]
+fn top_digit_lanes(word: u64, n: u32) -> u64 {
+    debug_assert!((1..8).contains(&n), "{n} digits");
+    (word ^ (crate::parser::word::ONES * u64::from(b'0'))) << (8 * (8 - n))
 }
 
 /// Largest exponent magnitude tracked exactly; beyond it every value is zero or infinite.
@@ -496,6 +502,15 @@ mod tests {
         }
     }
 
+    /// `value` as `n` ASCII digits (leading zeros included) followed by `8 - n` bytes of every
+    /// kind a digit word may meet (a digit, a space, a colon, 0xff, 0), from the `filler`-th
+    /// on: a word whose first `n` digits only must make the value.
+    fn digit_word(value: u64, n: u32, filler: usize) -> u64 {
+        let mut text = format!("{value:0width$}", width = n as usize).into_bytes();
+        text.extend((0..8 - n as usize).map(|i| [b'9', b' ', 0xff, b':', 0][(filler + i) % 5]));
+        u64::from_le_bytes(text[..8].try_into().unwrap())
+    }
+
     #[test]
     fn ascii_digits_value_reads_the_first_n_digits_whatever_follows() {
         // Every length, the extremes and a deterministic spread of values, each followed by
@@ -511,10 +526,12 @@ mod tests {
                 (state >> 20) % top
             }));
             for (k, &value) in values.iter().enumerate() {
-                let mut text = format!("{value:0width$}", width = n as usize).into_bytes();
-                text.extend((0..8 - n as usize).map(|i| [b'9', b' ', 0xff, b':', 0][(k + i) % 5]));
-                let word = u64::from_le_bytes(text[..8].try_into().unwrap());
-                assert_eq!(ascii_digits_value(word, n), value, "{text:?}");
+                let word = digit_word(value, n, k);
+                assert_eq!(
+                    ascii_digits_value(word, n),
+                    value,
+                    "{value} ({n} digits, {k})"
+                );
             }
         }
     }
@@ -530,13 +547,6 @@ mod tests {
             state ^= state << 17;
             state
         };
-        let word = |value: u64, n: u32, filler: u64| {
-            let mut text = format!("{value:0width$}", width = n as usize).into_bytes();
-            text.extend(
-                (0..8 - n as usize).map(|i| [b'9', b' ', 0xff, b':', 0][(filler as usize + i) % 5]),
-            );
-            u64::from_le_bytes(text[..8].try_into().unwrap())
-        };
         for n in 1..=7u32 {
             for m in 1..=7u32 {
                 let (top_n, top_m) = (10u64.pow(n), 10u64.pow(m));
@@ -547,7 +557,10 @@ mod tests {
                         2 => (top_n - 1, top_m - 1),
                         _ => (next() % top_n, next() % top_m),
                     };
-                    let (x, y) = (word(a, n, next()), word(b, m, next()));
+                    let (x, y) = (
+                        digit_word(a, n, next() as usize),
+                        digit_word(b, m, next() as usize),
+                    );
                     assert_eq!(
                         ascii_digits_value_pair(x, n, y, m),
                         (a as u32, b as u32),
