@@ -19,7 +19,7 @@ use crate::sync::{Mutex, MutexGuard};
 use std::sync::Arc;
 
 use crate::config::{InputConfig, StorageFormat};
-use crate::parser::{Element, InputColumn, ParsedSequences};
+use crate::parser::{Element, InputColumn, ParsedSequences, SequenceLookup};
 use crate::prefetch::prefetch_hint;
 
 /// Most stored values a sparse stream of one minibatch may hold: its column starts are `u32`.
@@ -196,7 +196,14 @@ pub struct StreamData<T> {
 struct Span {
     samples: Range<usize>,
     values: Range<usize>,
+    /// Read from a [`SequenceLookup`]: one sample, whose offsets the lookup checked when it
+    /// was built, so that nothing reads them again.
+    looked_up: bool,
 }
+
+/// A sequence to pack: its parsed part, the part's [`SequenceLookup`] if it has one (built
+/// from that part), and its index among the part's sequences.
+pub(crate) type PackItem<'a, T> = (&'a ParsedSequences<T>, Option<&'a SequenceLookup>, usize);
 
 impl<T: Element> StreamData<T> {
     fn new(input: &InputConfig) -> Self {
@@ -265,7 +272,7 @@ impl<T: Element> StreamData<T> {
         held: u64,
         max_sparse_values: usize,
     ) -> Result<(), PackError> {
-        if !col.single_entries {
+        if !col.single_entries && !span.looked_up {
             let offsets = &col.sample_offsets[span.samples.start..=span.samples.end];
             if offsets.windows(2).any(|w| w[0] > w[1]) {
                 return Err(PackError::Inconsistent {
@@ -307,9 +314,23 @@ impl<T: Element> StreamData<T> {
 
     /// Appends the samples of `span` (found by [`locate`] and checked) from `col`.
     fn append_span(&mut self, col: &InputColumn<T>, span: &Span) {
-        let Span { samples, values } = span.clone();
+        let Span {
+            samples,
+            values,
+            looked_up,
+        } = span.clone();
         match self.format {
             StorageFormat::Dense => col.values_in(values).append_to(&mut self.values),
+            StorageFormat::Sparse if looked_up => {
+                // One sample, its entries `values`: its indices are those entries' alone,
+                // and its column ends where its values do (the check kept that in `u32`).
+                let end = self.values.len() + values.len();
+                col.indices
+                    .sample(values.clone())
+                    .append_to(&mut self.row_indices);
+                col.values_in(values).append_to(&mut self.values);
+                self.column_starts.push(end as u32);
+            }
             StorageFormat::Sparse => {
                 let base = self.values.len();
                 let first = values.start;
@@ -366,6 +387,19 @@ fn prefetched_first(len: usize, ahead: usize) -> Range<usize> {
 fn prefetched_at(k: usize, len: usize, ahead: usize) -> Option<usize> {
     let item = k + ahead;
     (item < len).then_some(item)
+}
+
+/// Prefetches what finding a sequence to pack reads first: its lookup row if its part has
+/// one, else as [`prefetch_sequence_start`].
+#[inline]
+fn prefetch_item_start<T>((from, lookup, seq): PackItem<'_, T>) {
+    match lookup.and_then(|l| l.ends_of_row(seq)) {
+        Some((first, last)) => {
+            prefetch_line(first);
+            prefetch_line(last);
+        }
+        None => prefetch_sequence_start(from, seq),
+    }
 }
 
 /// Prefetches what finding sequence `seq` of `from` reads first: its key, and per input its
@@ -451,7 +485,11 @@ fn each_touched<E>(span: &[E], step: usize, mut visit: impl FnMut(&E)) {
 fn locate<T>(input: usize, col: &InputColumn<T>, seq: usize) -> Result<Span, PackError> {
     let samples = samples_of(input, col, seq)?;
     let values = values_of(input, col, &samples)?;
-    Ok(Span { samples, values })
+    Ok(Span {
+        samples,
+        values,
+        looked_up: false,
+    })
 }
 
 /// The samples of sequence `seq` in `col`: the first step of [`locate`].
@@ -688,9 +726,26 @@ impl<T: Element> Minibatch<T> {
         self.push_sequences_limited(items, MAX_SPARSE_VALUES)
     }
 
+    /// [`Minibatch::push_sequences`] of sequences whose parts may have a
+    /// [`SequenceLookup`]: a sequence of such a part is found from its row, one or two
+    /// lines, instead of its key's and each input's offsets' lines.
+    pub(crate) fn push_looked_up(&mut self, items: &[PackItem<'_, T>]) -> Result<(), PackError> {
+        self.push_items_limited(items, MAX_SPARSE_VALUES)
+    }
+
     fn push_sequences_limited(
         &mut self,
         items: &[(&ParsedSequences<T>, usize)],
+        max_sparse_values: usize,
+    ) -> Result<(), PackError> {
+        let items: Vec<PackItem<'_, T>> =
+            items.iter().map(|&(from, seq)| (from, None, seq)).collect();
+        self.push_items_limited(&items, max_sparse_values)
+    }
+
+    fn push_items_limited(
+        &mut self,
+        items: &[PackItem<'_, T>],
         max_sparse_values: usize,
     ) -> Result<(), PackError> {
         let inputs = self.streams.len();
@@ -700,13 +755,12 @@ impl<T: Element> Minibatch<T> {
         // prefetches what either reads first of the sequence `AHEAD` places on, and once it
         // has a sequence's samples where their values start, for the second.
         let mut spans = Vec::with_capacity(items.len() * inputs);
-        for &(from, seq) in &items[prefetched_first(items.len(), AHEAD)] {
-            prefetch_sequence_start(from, seq);
+        for &item in &items[prefetched_first(items.len(), AHEAD)] {
+            prefetch_item_start(item);
         }
-        for (k, &(from, seq)) in items.iter().enumerate() {
+        for (k, &(from, lookup, seq)) in items.iter().enumerate() {
             if let Some(ahead) = prefetched_at(k, items.len(), AHEAD) {
-                let (ahead_from, ahead_seq) = items[ahead];
-                prefetch_sequence_start(ahead_from, ahead_seq);
+                prefetch_item_start(items[ahead]);
             }
             if seq >= from.sequences.len() {
                 return Err(PackError::NoSuchSequence {
@@ -720,8 +774,17 @@ impl<T: Element> Minibatch<T> {
                     found: from.columns.len(),
                 });
             }
+            let lookup = lookup.filter(|l| l.len() == from.len());
             for (input, (stream, col)) in self.streams.iter().zip(&from.columns).enumerate() {
                 stream.check_shape(input, col)?;
+                if let Some((values, _)) = lookup.and_then(|l| l.values_and_key(seq, input)) {
+                    spans.push(Span {
+                        samples: seq..seq + 1,
+                        values,
+                        looked_up: true,
+                    });
+                    continue;
+                }
                 let samples = samples_of(input, col, seq)?;
                 if !col.single_samples {
                     prefetch_sample_offset(col, samples.start);
@@ -729,13 +792,16 @@ impl<T: Element> Minibatch<T> {
                 spans.push(Span {
                     samples,
                     values: 0..0,
+                    looked_up: false,
                 });
             }
         }
-        for (k, &(from, _)) in items.iter().enumerate() {
+        for (k, &(from, _, _)) in items.iter().enumerate() {
             for (input, col) in from.columns.iter().enumerate() {
                 let span = &mut spans[k * inputs + input];
-                span.values = values_of(input, col, &span.samples)?;
+                if !span.looked_up {
+                    span.values = values_of(input, col, &span.samples)?;
+                }
             }
         }
         // Pass 2: sparse offsets in order, and the stored values within bounds, counted as
@@ -745,7 +811,7 @@ impl<T: Element> Minibatch<T> {
                 continue;
             }
             let mut total = stream.values.len() as u64;
-            for (k, &(from, _)) in items.iter().enumerate() {
+            for (k, &(from, _, _)) in items.iter().enumerate() {
                 let span = &spans[k * inputs + input];
                 stream.check_sparse(input, &from.columns[input], span, total, max_sparse_values)?;
                 total += span.values.len() as u64;
@@ -763,7 +829,7 @@ impl<T: Element> Minibatch<T> {
             let touch =
                 |k: usize| touch_span(&items[k].0.columns[input], &spans[k * inputs + input]);
             prefetched_first(items.len(), COPY_AHEAD).for_each(touch);
-            for (k, &(from, _)) in items.iter().enumerate() {
+            for (k, &(from, _, _)) in items.iter().enumerate() {
                 if let Some(ahead) = prefetched_at(k, items.len(), COPY_AHEAD) {
                     touch(ahead);
                 }
@@ -771,8 +837,13 @@ impl<T: Element> Minibatch<T> {
             }
         }
         self.sequences
-            .extend(items.iter().map(|&(from, seq)| MinibatchSequence {
-                key: from.sequences[seq].key,
+            .extend(items.iter().map(|&(from, lookup, seq)| {
+                MinibatchSequence {
+                    key: lookup
+                        .filter(|l| l.len() == from.len())
+                        .and_then(|l| l.key(seq))
+                        .unwrap_or_else(|| from.sequences[seq].key),
+                }
             }));
         Ok(())
     }
@@ -1300,6 +1371,84 @@ mod tests {
         assert_eq!(c.sequence_starts, [0, 1, 2, 3, 4]);
         assert_eq!(mb.samples(), 9);
         assert_eq!(mb.defines_mb_size(), None);
+    }
+
+    /// Lines of one sample of each input (no ids: a sequence a line), in each way a column
+    /// stores them: `w`'s indices widened past two-byte steps, `o` one entry a sample (one
+    /// of them empty), `b` byte values, `f` values of full width, `d` dense.
+    const ONE_SAMPLE_EACH: [&str; 4] = [
+        "|w 1:1 99999:1 |o 3:1 |b 1:2 5:3 |f 1:0.5 |d 1 2\n\
+         |w 7:1 |o 0:1 |b |f 2:1 3:-1 |d 3 4\n\
+         |w |o 9:1 |b 9:255 |f |d 5 6\n",
+        // The same tiers, narrower: two-byte steps, ones, one entry each.
+        "|w 1:1 9:1 |o 3:1 |b 1:1 |f 1:1 |d 0 0\n\
+         |w 7:1 |o 4:1 |b 2:1 |f 2:1 |d 1 1\n",
+        // One sequence.
+        "|w 5:1 |o 5:1 |b 5:7 |f 5:2.5 |d 9 9\n",
+        // Lines of empty samples.
+        "|w |o |b |f |d 0 1\n|w |o |b |f |d 1 0\n",
+    ];
+
+    #[test]
+    fn sequences_found_by_their_lookup_pack_as_found_by_their_offsets() {
+        let inputs = vec![
+            InputConfig::sparse("w", 100_000),
+            InputConfig::sparse("o", 10),
+            InputConfig::sparse("b", 10),
+            InputConfig::sparse("f", 10),
+            InputConfig::dense("d", 2),
+        ];
+        let parts: Vec<ParsedSequences<f32>> =
+            ONE_SAMPLE_EACH.iter().map(|t| parse(&inputs, t)).collect();
+        assert!(parts[0].columns[0].indices.is_widened());
+        assert!(parts[1].columns[1].single_entries);
+        let lookups: Vec<SequenceLookup> = parts
+            .iter()
+            .map(|p| SequenceLookup::build(p).expect("one sample of each input"))
+            .collect();
+        // Every sequence of every part, shuffled, some twice, in one minibatch.
+        let picks = [
+            (1, 1),
+            (0, 2),
+            (3, 0),
+            (0, 0),
+            (2, 0),
+            (1, 0),
+            (0, 2),
+            (3, 1),
+            (0, 1),
+        ];
+        let items: Vec<PackItem<'_, f32>> = picks
+            .iter()
+            .map(|&(part, seq)| (&parts[part], Some(&lookups[part]), seq))
+            .collect();
+        let mut looked_up = Minibatch::new(&inputs);
+        looked_up.push_looked_up(&items).unwrap();
+        let mut one_by_one = Minibatch::new(&inputs);
+        for &(part, seq) in &picks {
+            one_by_one.push_sequence(&parts[part], seq).unwrap();
+        }
+        assert_eq!(looked_up, one_by_one);
+        // Each part's own sequences against the naive reference, too.
+        for (part, lookup) in parts.iter().zip(&lookups) {
+            let order: Vec<usize> = (0..part.len()).rev().collect();
+            let items: Vec<PackItem<'_, f32>> =
+                order.iter().map(|&seq| (part, Some(lookup), seq)).collect();
+            let mut mb = Minibatch::new(&inputs);
+            mb.push_looked_up(&items).unwrap();
+            assert_matches_reference(&mb, part, &order);
+        }
+    }
+
+    #[test]
+    fn a_lookup_of_another_length_is_not_read() {
+        let inputs = mixed_inputs();
+        let ours = parse::<f32>(&inputs, BYTE_VALUED);
+        let other = parse::<f32>(&inputs, "1 |a 1 1 1 |b 2:1 |c 4\n");
+        let theirs = SequenceLookup::build(&other).unwrap();
+        let mut mb = Minibatch::new(&inputs);
+        mb.push_looked_up(&[(&ours, Some(&theirs), 0)]).unwrap();
+        assert_matches_reference(&mb, &ours, &[0]);
     }
 
     #[test]

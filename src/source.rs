@@ -27,7 +27,7 @@ use crate::config::{ReaderConfig, WindowSize};
 use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
 use crate::index::{CorpusIndex, IndexError, SequenceEntry};
 use crate::minibatch::{Minibatch, MinibatchPool, PackError, PooledMinibatch};
-use crate::parser::Element;
+use crate::parser::{Element, SequenceLookup};
 use crate::reader::{DiagnosticSink, ErrorBudget, ReadError};
 use crate::timeline::checkpoint::{fingerprint, Checkpoint, CheckpointError};
 use crate::timeline::schedule::MbSchedule;
@@ -156,6 +156,9 @@ pub(crate) struct LoadedChunk<T> {
     /// sequences, or `u32::MAX` if it is invalid. Empty when every sequence is valid and so
     /// at its own position (the usual case): the packer then looks nothing up.
     positions: Vec<u32>,
+    /// Where each parsed sequence lies, one row each, when each holds one sample of every
+    /// input (built here, from `parsed`, which nothing changes afterwards).
+    pub(crate) lookup: Option<SequenceLookup>,
     /// The warnings of the part, in file order.
     warnings: Vec<Diagnostic>,
     /// What each sequence carries to the error budget, by index within the part (sorted).
@@ -183,6 +186,7 @@ impl<T> LoadedChunk<T> {
             .collect();
         let notes = notes_of(index, &parsed, &warnings);
         LoadedChunk {
+            lookup: SequenceLookup::build(&parsed.sequences),
             parsed,
             positions,
             warnings,
@@ -213,7 +217,9 @@ impl<T> LoadedChunk<T> {
     where
         T: Element,
     {
-        self.parsed.sequences.heap_bytes() + self.positions.capacity() * std::mem::size_of::<u32>()
+        self.parsed.sequences.heap_bytes()
+            + self.positions.capacity() * std::mem::size_of::<u32>()
+            + self.lookup.as_ref().map_or(0, SequenceLookup::heap_bytes)
     }
 }
 

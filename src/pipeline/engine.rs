@@ -1680,12 +1680,16 @@ fn pack_held<T: Element>(
         .iter()
         .map(|&(slot, position)| {
             let loaded = &packing.held[slot as usize].1;
-            (&loaded.parsed.sequences, position as usize)
+            (
+                &loaded.parsed.sequences,
+                loaded.lookup.as_ref(),
+                position as usize,
+            )
         })
         .collect();
     packed
         .batch
-        .push_sequences(&items)
+        .push_looked_up(&items)
         .map_err(SourceError::Pack)?;
     Ok(true)
 }
