@@ -19,7 +19,7 @@ use crate::config::StorageFormat;
 /// every input: per input, where the sequence's values start in its column, then the key
 /// (two words, low first); a last row holds where the values end.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SequenceLookup {
+pub(crate) struct SequenceLookup {
     rows: Vec<u32>,
     inputs: usize,
 }
@@ -54,11 +54,6 @@ impl SequenceLookup {
     /// The number of sequences it holds rows for.
     pub fn len(&self) -> usize {
         self.rows.len() / (self.inputs + 2) - 1
-    }
-
-    /// Whether it holds no rows (never, as built).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Bytes its rows hold on the heap.

@@ -11,7 +11,7 @@ pub mod columns;
 pub(crate) mod dense_digits;
 pub mod indices;
 pub mod line;
-pub mod lookup;
+pub(crate) mod lookup;
 pub mod number;
 pub mod stream;
 pub mod values;
@@ -23,7 +23,7 @@ pub use columns::{
 };
 pub use indices::{IndexIter, SampleIndices};
 pub use line::LineParser;
-pub use lookup::SequenceLookup;
+pub(crate) use lookup::SequenceLookup;
 pub use number::Element;
 pub use stream::{
     FatalDataError, InvalidSequence, KeyMode, ParseCounts, ParsedRun, StreamOptions, StreamParser,
