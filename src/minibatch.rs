@@ -1384,7 +1384,7 @@ mod tests {
         "|w 1:1 9:1 |o 3:1 |b 1:1 |f 1:1 |d 0 0\n\
          |w 7:1 |o 4:1 |b 2:1 |f 2:1 |d 1 1\n",
         // One sequence.
-        "|w 5:1 |o 5:1 |b 5:7 |f 5:2.5 |d 9 9\n",
+        "|w 5:1 6:1 |o 5:1 |b 5:7 |f 5:2.5 |d 9 9\n",
         // Lines of empty samples.
         "|w |o |b |f |d 0 1\n|w |o |b |f |d 1 0\n",
     ];
@@ -1444,7 +1444,7 @@ mod tests {
     fn a_lookup_of_another_length_is_not_read() {
         let inputs = mixed_inputs();
         let ours = parse::<f32>(&inputs, BYTE_VALUED);
-        let other = parse::<f32>(&inputs, "1 |a 1 1 1 |b 2:1 |c 4\n");
+        let other = parse::<f32>(&inputs, "1 |a 1 1 1 |b 2:1 3:1 |c 4\n");
         let theirs = SequenceLookup::build(&other).unwrap();
         let mut mb = Minibatch::new(&inputs);
         mb.push_looked_up(&[(&ours, Some(&theirs), 0)]).unwrap();

@@ -26,8 +26,10 @@ pub(crate) struct SequenceLookup {
 
 impl SequenceLookup {
     /// The lookup of `parsed`, or `None` when a sequence holds other than one sample of
-    /// some input, when it has no sequences or inputs, or when an offset would not fit a
-    /// word (a dense column of more than `u32::MAX` values) or its column's values.
+    /// some input, when no input stores its sample offsets (a sparse input of more than
+    /// one entry in some sample: without one, a row saves no line), when it has no
+    /// sequences or inputs, or when an offset would not fit a word (a dense column of more
+    /// than `u32::MAX` values) or its column's values.
     pub fn build<T>(parsed: &ParsedSequences<T>) -> Option<Self> {
         let sequences = parsed.sequences.len();
         let inputs = parsed.columns.len();
@@ -36,7 +38,12 @@ impl SequenceLookup {
         }
         let one_sample_each =
             |c: &InputColumn<T>| c.single_samples && c.sequence_count() == sequences;
-        if !parsed.columns.iter().all(one_sample_each) {
+        // Only offsets stored in a column of their own cost the packer a line: without them
+        // (dense inputs, one-entry samples) the row would only take the key's place.
+        let stored_offsets =
+            |c: &InputColumn<T>| c.format == StorageFormat::Sparse && !c.single_entries;
+        if !parsed.columns.iter().all(one_sample_each) || !parsed.columns.iter().any(stored_offsets)
+        {
             return None;
         }
         let stride = inputs + 2;
@@ -150,11 +157,16 @@ mod tests {
         vec![InputConfig::sparse("x", 100), InputConfig::dense("y", 2)]
     }
 
-    /// One sequence per item of `sequences` (its lines separated by line feeds), parsed,
-    /// sequence `n` keyed `n * 3`.
+    /// One sequence per item of `sequences` (its lines separated by line feeds) of
+    /// [`inputs`], parsed, sequence `n` keyed `n * 3`.
     fn parsed(sequences: &[&str]) -> ParsedSequences<f32> {
-        let mut parser = LineParser::new(&inputs());
-        let mut out = ParsedSequences::new(&inputs());
+        parsed_with(&inputs(), sequences)
+    }
+
+    /// [`parsed`] with other inputs.
+    fn parsed_with(inputs: &[InputConfig], sequences: &[&str]) -> ParsedSequences<f32> {
+        let mut parser = LineParser::new(inputs);
+        let mut out = ParsedSequences::new(inputs);
         for (n, sequence) in sequences.iter().enumerate() {
             for text in sequence.split('\n') {
                 let mut diags = Vec::new();
@@ -194,15 +206,32 @@ mod tests {
 
     #[test]
     fn one_entry_samples_read_their_implicit_offsets() {
-        let parsed = parsed(&["|x 1:2 |y 1 2", "|x 7:1 |y 3 4"]);
+        let mut inputs = inputs();
+        inputs.push(InputConfig::sparse("z", 10));
+        let lines = ["|x 1:2 |y 1 2 |z 1:1 2:1", "|x 7:1 |y 3 4 |z 3:1"];
+        let parsed = parsed_with(&inputs, &lines);
         assert!(parsed.columns[0].single_entries);
         let lookup = SequenceLookup::build(&parsed).unwrap();
         assert_eq!(lookup.values_and_key(1, 0), Some((1..2, 3)));
+        assert_eq!(lookup.values_and_key(1, 2), Some((2..3, 3)));
+    }
+
+    #[test]
+    fn columns_without_stored_offsets_have_no_lookup() {
+        // One-entry samples and dense values: a row would save the packer no line.
+        let one_entry = parsed(&["|x 1:2 |y 1 2", "|x 7:1 |y 3 4"]);
+        assert!(one_entry.columns[0].single_entries);
+        assert_eq!(SequenceLookup::build(&one_entry), None);
+        let dense = vec![InputConfig::dense("y", 2)];
+        assert_eq!(
+            SequenceLookup::build(&parsed_with(&dense, &["|y 1 2"])),
+            None
+        );
     }
 
     #[test]
     fn keys_keep_their_high_word() {
-        let mut parsed = parsed(&["|x 1:1 |y 1 2"]);
+        let mut parsed = parsed(&["|x 1:1 2:1 |y 1 2"]);
         parsed.sequences[0].key = 0x1234_5678_9abc_def0;
         let lookup = SequenceLookup::build(&parsed).unwrap();
         assert_eq!(lookup.key(0), Some(0x1234_5678_9abc_def0));
