@@ -1374,8 +1374,9 @@ mod tests {
     }
 
     /// Lines of one sample of each input (no ids: a sequence a line), in each way a column
-    /// stores them: `w`'s indices widened past two-byte steps, `o` one entry a sample (one
-    /// of them empty), `b` byte values, `f` values of full width, `d` dense.
+    /// stores them: `w`'s indices widened past two-byte steps, `o` one entry a sample, `b`
+    /// byte values, `f` values of full width, `d` dense. Every part has a sample of more
+    /// than one entry or none, so that it stores its offsets and gets a lookup.
     const ONE_SAMPLE_EACH: [&str; 4] = [
         "|w 1:1 99999:1 |o 3:1 |b 1:2 5:3 |f 1:0.5 |d 1 2\n\
          |w 7:1 |o 0:1 |b |f 2:1 3:-1 |d 3 4\n\

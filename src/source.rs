@@ -157,7 +157,8 @@ pub(crate) struct LoadedChunk<T> {
     /// at its own position (the usual case): the packer then looks nothing up.
     positions: Vec<u32>,
     /// Where each parsed sequence lies, one row each, when each holds one sample of every
-    /// input (built here, from `parsed`, which nothing changes afterwards).
+    /// input and some input stores its sample offsets (see [`SequenceLookup::build`]; built
+    /// here, from `parsed`, which nothing changes afterwards).
     pub(crate) lookup: Option<SequenceLookup>,
     /// The warnings of the part, in file order.
     warnings: Vec<Diagnostic>,

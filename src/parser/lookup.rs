@@ -4,9 +4,10 @@
 //! miss, and the columns of [`ParsedSequences`] put a sequence's key and each input's
 //! sample offsets in arrays of their own: a sequence of a sparse pair of inputs costs three
 //! lines before its values are found. When every sequence holds one sample of each input
-//! (the usual non-sequence corpus), a [`SequenceLookup`] holds all of that in one row per
-//! sequence: the start of each input's values, then the key; the next row's starts are the
-//! ends. The loaders build it once per part ([`SequenceLookup::build`]), checking every
+//! (the usual non-sequence corpus) and some input stores its sample offsets (a sparse input
+//! whose samples are not all of one entry), a [`SequenceLookup`] holds all of that in one
+//! row per sequence: the start of each input's values, then the key; the next row's starts
+//! are the ends. The loaders build it once per part ([`SequenceLookup::build`]), checking every
 //! offset against the columns, so the packer reads a sequence's whereabouts from one or two
 //! adjacent lines and checks nothing again.
 
