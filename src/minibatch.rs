@@ -196,8 +196,8 @@ pub struct StreamData<T> {
 struct Span {
     samples: Range<usize>,
     values: Range<usize>,
-    /// Read from a [`SequenceLookup`]: one sample, whose offsets the lookup checked when it
-    /// was built, so that nothing reads them again.
+    /// Read from a [`SequenceLookup`] (one sample, its values found and checked there), so
+    /// that [`values_of`] need not find them.
     looked_up: bool,
 }
 
@@ -262,8 +262,9 @@ impl<T: Element> StreamData<T> {
         Ok(())
     }
 
-    /// Checks a sparse span: offsets in order, and `held` values plus its own within
-    /// `max_sparse_values`.
+    /// Checks a sparse span (found by [`locate`] or a lookup, which checked that its values
+    /// end no earlier than they start): its samples' offsets in order, and `held` values
+    /// plus its own within `max_sparse_values`.
     fn check_sparse(
         &self,
         input: usize,
@@ -272,7 +273,8 @@ impl<T: Element> StreamData<T> {
         held: u64,
         max_sparse_values: usize,
     ) -> Result<(), PackError> {
-        if !col.single_entries && !span.looked_up {
+        // One sample's offsets are its values' start and end, already checked.
+        if !col.single_entries && span.samples.end > span.samples.start + 1 {
             let offsets = &col.sample_offsets[span.samples.start..=span.samples.end];
             if offsets.windows(2).any(|w| w[0] > w[1]) {
                 return Err(PackError::Inconsistent {
@@ -312,18 +314,18 @@ impl<T: Element> StreamData<T> {
         Ok(())
     }
 
-    /// Appends the samples of `span` (found by [`locate`] and checked) from `col`.
+    /// Appends the samples of `span` (found by [`locate`] or a lookup, and checked) from
+    /// `col`.
     fn append_span(&mut self, col: &InputColumn<T>, span: &Span) {
         let Span {
-            samples,
-            values,
-            looked_up,
+            samples, values, ..
         } = span.clone();
         match self.format {
             StorageFormat::Dense => col.values_in(values).append_to(&mut self.values),
-            StorageFormat::Sparse if looked_up => {
-                // One sample, its entries `values`: its indices are those entries' alone,
-                // and its column ends where its values do (the check kept that in `u32`).
+            StorageFormat::Sparse if samples.end == samples.start + 1 => {
+                // One sample, its entries `values` (its offsets need not be read again): its
+                // indices are those entries' alone, and its column ends where its values do
+                // (the check kept that in `u32`).
                 let end = self.values.len() + values.len();
                 col.indices
                     .sample(values.clone())
@@ -387,6 +389,16 @@ fn prefetched_first(len: usize, ahead: usize) -> Range<usize> {
 fn prefetched_at(k: usize, len: usize, ahead: usize) -> Option<usize> {
     let item = k + ahead;
     (item < len).then_some(item)
+}
+
+/// `lookup`, unless it has rows for other than `from`'s sequences (it is built from `from`,
+/// which nothing changes afterwards: one comparison guards against a mismatched pair).
+#[inline]
+fn usable_lookup<'a, T>(
+    from: &ParsedSequences<T>,
+    lookup: Option<&'a SequenceLookup>,
+) -> Option<&'a SequenceLookup> {
+    lookup.filter(|l| l.len() == from.sequences.len())
 }
 
 /// Prefetches what finding a sequence to pack reads first: its lookup row if its part has
@@ -774,10 +786,10 @@ impl<T: Element> Minibatch<T> {
                     found: from.columns.len(),
                 });
             }
-            let lookup = lookup.filter(|l| l.len() == from.len());
+            let lookup = usable_lookup(from, lookup);
             for (input, (stream, col)) in self.streams.iter().zip(&from.columns).enumerate() {
                 stream.check_shape(input, col)?;
-                if let Some((values, _)) = lookup.and_then(|l| l.values_and_key(seq, input)) {
+                if let Some(values) = lookup.and_then(|l| l.values(seq, input)) {
                     spans.push(Span {
                         samples: seq..seq + 1,
                         values,
@@ -839,8 +851,7 @@ impl<T: Element> Minibatch<T> {
         self.sequences
             .extend(items.iter().map(|&(from, lookup, seq)| {
                 MinibatchSequence {
-                    key: lookup
-                        .filter(|l| l.len() == from.len())
+                    key: usable_lookup(from, lookup)
                         .and_then(|l| l.key(seq))
                         .unwrap_or_else(|| from.sequences[seq].key),
                 }

@@ -78,15 +78,14 @@ impl SequenceLookup {
         self.rows.get(start..start + stride + self.inputs)
     }
 
-    /// The values of input `input` of sequence `seq` (in its column) and the sequence's
-    /// key; `None` past the last sequence or input.
+    /// The values of input `input` of sequence `seq` (in its column); `None` past the last
+    /// sequence or input.
     #[inline]
-    pub fn values_and_key(&self, seq: usize, input: usize) -> Option<(Range<usize>, u64)> {
+    pub fn values(&self, seq: usize, input: usize) -> Option<Range<usize>> {
         let words = self.words(seq)?;
         let stride = self.inputs + 2;
         let (start, end) = (*words.get(input)?, *words.get(stride + input)?);
-        let key = u64::from(words[self.inputs]) | u64::from(words[self.inputs + 1]) << 32;
-        Some((start as usize..end as usize, key))
+        Some(start as usize..end as usize)
     }
 
     /// The key of sequence `seq`, if it has a row.
@@ -105,45 +104,54 @@ impl SequenceLookup {
 }
 
 /// Writes to `starts` where each of the `sequences` one-sample sequences of `col` starts in
-/// its values, then where the last ends; `None` when an offset is out of order, past the
-/// column's values, or too large for a word.
+/// its values, then where the last ends, as the packer finds them (a dense sample is `dim`
+/// values, a sparse one starts at its [`entry_start`](InputColumn::entry_start), stored or
+/// implicit); `None` when an offset is out of order, past the column's values (or a sparse
+/// column's indices), or too large for a word.
 fn fill_starts<'a, T>(
     col: &InputColumn<T>,
     sequences: usize,
     starts: impl Iterator<Item = &'a mut u32>,
 ) -> Option<()> {
-    let stored = col.stored_value_count();
-    match col.format {
-        StorageFormat::Dense => {
-            let end = sequences.checked_mul(col.dim)?;
-            if end > stored || u32::try_from(end).is_err() {
-                return None;
-            }
-            // Within `u32` since the last (the largest) is.
-            for (slot, seq) in starts.zip(0..=sequences) {
-                *slot = (seq * col.dim) as u32;
-            }
+    let sparse = col.format == StorageFormat::Sparse;
+    if sparse && !col.single_entries && col.sample_offsets.len() <= sequences {
+        return None;
+    }
+    // The end bounds every start once they are in order.
+    let end = if sparse {
+        col.entry_start(sequences)
+    } else {
+        sequences.checked_mul(col.dim)?
+    };
+    if end > col.stored_value_count()
+        || (sparse && end > col.indices.len())
+        || u32::try_from(end).is_err()
+    {
+        return None;
+    }
+    // The stored offsets read as a slice, the implicit ones counted: no choice per sequence.
+    if sparse && !col.single_entries {
+        let offsets = col.sample_offsets[..=sequences].iter().map(|&o| o as usize);
+        write_in_order(starts, offsets)
+    } else {
+        let step = if sparse { 1 } else { col.dim };
+        write_in_order(starts, (0..=sequences).map(|seq| seq * step))
+    }
+}
+
+/// Writes `offsets` to `starts`, each at most the last (which the caller checked is within
+/// `u32`); `None` at the first one below the one before.
+fn write_in_order<'a>(
+    starts: impl Iterator<Item = &'a mut u32>,
+    offsets: impl Iterator<Item = usize>,
+) -> Option<()> {
+    let mut previous = 0;
+    for (slot, offset) in starts.zip(offsets) {
+        if offset < previous {
+            return None;
         }
-        StorageFormat::Sparse if col.single_entries => {
-            if sequences > stored || sequences > col.indices.len() {
-                return None;
-            }
-            // At most `MAX_COLUMN_ENTRIES`, within `u32`.
-            for (slot, seq) in starts.zip(0..=sequences) {
-                *slot = seq as u32;
-            }
-        }
-        StorageFormat::Sparse => {
-            let offsets = col.sample_offsets.get(..=sequences)?;
-            let in_order = offsets.windows(2).all(|w| w[0] <= w[1]);
-            let last = *offsets.last()? as usize;
-            if !in_order || last > stored || last > col.indices.len() {
-                return None;
-            }
-            for (slot, &offset) in starts.zip(offsets) {
-                *slot = offset;
-            }
-        }
+        *slot = offset as u32;
+        previous = offset;
     }
     Some(())
 }
@@ -197,12 +205,13 @@ mod tests {
         let expect = [(0..2, 0..2), (2..3, 2..4), (3..3, 4..6), (3..6, 6..8)];
         for (seq, (x, y)) in expect.into_iter().enumerate() {
             let key = seq as u64 * 3;
-            assert_eq!(lookup.values_and_key(seq, 0), Some((x, key)));
-            assert_eq!(lookup.values_and_key(seq, 1), Some((y, key)));
+            assert_eq!(lookup.values(seq, 0), Some(x));
+            assert_eq!(lookup.values(seq, 1), Some(y));
             assert_eq!(lookup.key(seq), Some(key));
         }
-        assert_eq!(lookup.values_and_key(4, 0), None);
-        assert_eq!(lookup.values_and_key(0, 2), None);
+        assert_eq!(lookup.values(4, 0), None);
+        assert_eq!(lookup.key(4), None);
+        assert_eq!(lookup.values(0, 2), None);
     }
 
     #[test]
@@ -213,8 +222,9 @@ mod tests {
         let parsed = parsed_with(&inputs, &lines);
         assert!(parsed.columns[0].single_entries);
         let lookup = SequenceLookup::build(&parsed).unwrap();
-        assert_eq!(lookup.values_and_key(1, 0), Some((1..2, 3)));
-        assert_eq!(lookup.values_and_key(1, 2), Some((2..3, 3)));
+        assert_eq!(lookup.values(1, 0), Some(1..2));
+        assert_eq!(lookup.key(1), Some(3));
+        assert_eq!(lookup.values(1, 2), Some(2..3));
     }
 
     #[test]
