@@ -914,10 +914,7 @@ impl<T: Element> Minibatch<T> {
             max_len = max_len.max(w[1].checked_sub(w[0]).ok_or_else(|| bad.clone())?);
         }
         let end = starts.last().copied().unwrap_or(0);
-        if end
-            .checked_mul(dim)
-            .map_or(true, |e| e > stream.values.len())
-        {
+        if end.checked_mul(dim).is_none_or(|e| e > stream.values.len()) {
             return Err(bad);
         }
         let batch = self.sequences.len();
@@ -1318,7 +1315,7 @@ mod tests {
                     }
                     Some(Sample::Sparse { .. }) => unreachable!("dense input"),
                     None => {
-                        out.values.extend(std::iter::repeat(T::default()).take(dim));
+                        out.values.extend(std::iter::repeat_n(T::default(), dim));
                         out.mask.push(0);
                     }
                 }

@@ -138,9 +138,9 @@ impl<T: Element> Joiner<T> {
             while e < entries.len() && c.first_line + u64::from(entries[e].line) < info.line {
                 e += 1;
             }
-            if !entries
+            if entries
                 .get(e)
-                .is_some_and(|entry| c.first_line + u64::from(entry.line) == info.line)
+                .is_none_or(|entry| c.first_line + u64::from(entry.line) != info.line)
             {
                 return Err(LoadError::Changed {
                     file: index.files[c.file as usize].name.clone(),

@@ -9,6 +9,7 @@
 pub(crate) mod block;
 pub mod columns;
 pub(crate) mod dense_digits;
+pub(crate) mod entry_vectors;
 pub mod indices;
 pub mod line;
 pub(crate) mod lookup;

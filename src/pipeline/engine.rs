@@ -1523,7 +1523,7 @@ fn head_start<T>(
     plan: &Plan,
     requested_in: &mut [u64],
 ) -> bool {
-    let starts_sweep = plan.sweep_samples > 0 && plan.start % plan.sweep_samples == 0;
+    let starts_sweep = plan.sweep_samples > 0 && plan.start.is_multiple_of(plan.sweep_samples);
     if shared.head_start_chunks == 0 || plan.workers > 1 || !starts_sweep || plan.start >= plan.end
     {
         return true;

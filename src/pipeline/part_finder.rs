@@ -29,7 +29,7 @@ impl PartFinder {
     /// `sequences` ordinals.
     pub(crate) fn new(starts: Vec<u32>, sequences: u32) -> Self {
         debug_assert!(starts.windows(2).all(|w| w[0] < w[1]));
-        debug_assert!(starts.first().map_or(true, |&s| s == 0));
+        debug_assert!(starts.first().is_none_or(|&s| s == 0));
         let wanted = (starts.len() as u64).max(1) * BUCKETS_PER_PART;
         let width = (u64::from(sequences) / wanted).max(1);
         let shift = u64::BITS - 1 - width.leading_zeros();
