@@ -119,10 +119,11 @@ def sparse_to_svmlight(src, dst):
 
 
 def make_venv(tmp, existing=None):
-    """A throwaway venv with what pip can install; returns (python, installed set)."""
+    """A venv with what pip can install: throwaway in `tmp`, or `existing` (created there
+    when it holds no venv yet, and kept); returns (python, installed set)."""
     venv = existing or os.path.join(tmp, "venv")
     try:
-        if not existing:
+        if not os.path.exists(os.path.join(venv, "bin", "python")):
             run([sys.executable, "-m", "venv", venv], stdout=subprocess.DEVNULL)
     except (subprocess.CalledProcessError, OSError) as e:
         log(f"note: no venv ({e}); pandas, scikit-learn, xgboost and tf.data are skipped")
@@ -287,7 +288,7 @@ def main():
     ap.add_argument("--no-venv", action="store_true", help="skip the pip-installed peers")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--venv", metavar="DIR",
-                    help="use this existing venv (kept) instead of a throwaway one")
+                    help="use the venv in DIR (created there if missing; kept) instead of a throwaway one")
     args = ap.parse_args()
     if args.runs < 1 or args.mb <= 0:
         sys.exit("error: --runs must be at least 1 and --mb positive")
