@@ -1,35 +1,38 @@
-//! The sparse parse's vector step: eight entries of a block's well-formed run at once, with
-//! AVX-512 (VBMI2, VBMI, BW and F), for the line parser's run of one-digit entries
+//! The sparse parse's vector step: up to eight entries of a block's well-formed run at once,
+//! with AVX-512 (VBMI2, VBMI, BW and F), for the line parser's run of one-digit entries
 //! (`digit_entries` in [`line`](super::line)), which takes its entries here while the run
-//! holds eight more and two at a time otherwise.
+//! holds three or more, and one or two at a time otherwise.
 //!
 //! Chosen at run time: [`avx512`] asks the CPU once (through `fearless_simd`'s level
 //! detection), and the whole entry loop is then compiled a second time with the features on
 //! (its `vectorize`). `fearless_simd`'s `kernel!` makes the intrinsics safe to call given the
 //! token that proves the features, so this needs no `unsafe` of the project's (which keeps it
 //! to the C ABI and mmap). On other CPUs and architectures the loop takes two entries at a
-//! time, as it does after a group of eight that does not fit.
+//! time, as it does after a group that does not fit.
 //!
-//! The step: the positions of the run's next eight spaces, compressed into the vector's
-//! first eight bytes (`vpcompressb`); each space's position spread over a 64-bit lane, and
+//! The step: the positions of the run's next spaces (eight at most), compressed into the
+//! vector's first bytes (`vpcompressb`); each space's position spread over a 64-bit lane, and
 //! the eight bytes before the entry's colon gathered into its lane (`vpermb`), those up to
-//! the space before the entry cleared by one compare; the eight indices converted at once
+//! the space before the entry cleared by one compare; the indices converted at once
 //! (`vpmaddubsw`, `vpmaddwd`, a 32 × 32-bit multiply); each step taken against the lane
 //! before (`valignq`) and checked with one compare for the whole group.
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use vector::{avx512, eight_entries};
+pub(crate) use vector::{avx512, entry_group};
 
-/// Eight entries read at once by [`eight_entries`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct EightEntries {
-    /// Each entry's index less the one before it (the first's less the `last` given).
+/// Up to eight entries read at once by [`entry_group`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EntryGroup {
+    /// Each entry's index less the one before it (the first's less the `last` given); past
+    /// `count`, anything.
     pub(crate) steps: [u16; 8],
-    /// Each entry's one-digit value.
+    /// Each entry's one-digit value; past `count`, anything.
     pub(crate) values: [u8; 8],
-    /// The eighth entry's index.
+    /// How many entries the group holds: 1 to 8.
+    pub(crate) count: usize,
+    /// The last entry's index.
     pub(crate) last: u32,
-    /// Where in the block the space after the eighth entry is.
+    /// Where in the block the space after the last entry is.
     pub(crate) last_space: usize,
 }
 
@@ -47,7 +50,7 @@ mod vector {
 
     use fearless_simd::{kernel, u16x8, u64x2, u64x8, u8x16, u8x64, Avx512, Level, SimdFrom};
 
-    use super::EightEntries;
+    use super::EntryGroup;
 
     /// The token of the CPU's AVX-512 features (Ice Lake's set, VBMI2 among them), if it has
     /// them: detected once by `fearless_simd`, which keeps its answer.
@@ -108,18 +111,18 @@ mod vector {
     };
 
     kernel!(
-        /// The eight entries of the run that `ends` marks in `block`, from `block[start]`,
-        /// when all fit a column whose indices are steps after the index `last` (each within
-        /// `dim`, and at most `u16::MAX` above the one before: a decrease wraps past it too)
-        /// and whose values are bytes, or ones when `ones`; `None` when one does not (the
-        /// caller then takes them one or two at a time, and stops at the first that does not
-        /// fit).
+        /// The entries of the run that `ends` marks in `block`, from `block[start]`, eight
+        /// at most, when all fit a column whose indices are steps after the index `last`
+        /// (each within `dim`, and at most `u16::MAX` above the one before: a decrease wraps
+        /// past it too) and whose values are bytes, or ones when `ones`; `None` when one does
+        /// not (the caller then takes them one or two at a time, and stops at the first that
+        /// does not fit).
         ///
         /// `ends` holds the spaces of the block's well-formed run from `start` on, at least
-        /// eight: every byte from `start` up to each is 1 to 7 digits, `:`, one digit and the
+        /// one: every byte from `start` up to each is 1 to 7 digits, `:`, one digit and the
         /// space.
         #[inline(always)]
-        pub(crate) fn eight_entries(
+        pub(crate) fn entry_group(
             avx512: Avx512,
             block: &[u8; 64],
             ends: u64,
@@ -127,11 +130,14 @@ mod vector {
             last: u32,
             dim: usize,
             ones: bool,
-        ) -> Option<EightEntries> {
-            debug_assert!(ends.count_ones() >= 8 && ends.trailing_zeros() as usize > start);
+        ) -> Option<EntryGroup> {
+            debug_assert!(ends != 0 && ends.trailing_zeros() as usize > start);
+            let count = ends.count_ones().min(8) as usize;
+            let lanes = ((1u16 << count) - 1) as u8;
             let text: __m512i = u8x64::simd_from(avx512, *block).into();
-            // Bytes 0..8: the eight spaces' positions. Their lanes: each space, and the space
-            // before its entry (`start - 1` before the first, -1 when it is 0), over a whole lane.
+            // Bytes 0..count: the spaces' positions (the bytes after them 0). Their lanes: each
+            // space, and the space before its entry (`start - 1` before the first, -1 when it
+            // is 0), over a whole lane. Only the first `count` lanes are checked and kept.
             let spaces = _mm512_maskz_compress_epi8(ends, bytes(avx512, POSITIONS));
             let before = _mm512_mask_blend_epi8(
                 1,
@@ -167,11 +173,14 @@ mod vector {
                 _mm512_permutexvar_epi8(_mm512_sub_epi8(spaces, _mm512_set1_epi8(1)), text),
                 _mm512_set1_epi8(b'0' as i8),
             );
-            let fits = _mm512_cmple_epu64_mask(steps, _mm512_set1_epi64(i64::from(u16::MAX)))
-                == 0xff
-                && _mm512_cmplt_epu64_mask(indices, _mm512_set1_epi64(dim.min(1 << 32) as i64))
-                    == 0xff
-                && (!ones || _mm512_cmpeq_epi8_mask(values, _mm512_set1_epi8(1)) & 0xff == 0xff);
+            let fitting = _mm512_cmple_epu64_mask(steps, _mm512_set1_epi64(i64::from(u16::MAX)))
+                & _mm512_cmplt_epu64_mask(indices, _mm512_set1_epi64(dim.min(1 << 32) as i64))
+                & if ones {
+                    _mm512_cmpeq_epi8_mask(values, _mm512_set1_epi8(1)) as u8
+                } else {
+                    u8::MAX
+                };
+            let fits = fitting & lanes == lanes;
             if !fits {
                 return None;
             }
@@ -179,11 +188,12 @@ mod vector {
             let values = <[u64; 2]>::from(u64x2::simd_from(avx512, _mm512_castsi512_si128(values)));
             let indices = <[u64; 8]>::from(u64x8::simd_from(avx512, indices));
             let steps = u16x8::simd_from(avx512, _mm512_cvtepi64_epi16(steps));
-            Some(EightEntries {
+            Some(EntryGroup {
                 steps: steps.into(),
                 values: values[0].to_le_bytes(),
-                last: indices[7] as u32,
-                last_space: usize::from(spaces[7]),
+                count,
+                last: indices[(count - 1) & 7] as u32,
+                last_space: usize::from(spaces[(count - 1) & 7]),
             })
         }
     );
@@ -193,8 +203,8 @@ mod vector {
 mod tests {
     use super::*;
 
-    /// The eight entries from `block[start]` ended by the first eight spaces of `ends`, read
-    /// byte by byte and checked as [`eight_entries`] says.
+    /// The entries from `block[start]` ended by the first eight spaces of `ends` (or all of
+    /// them, if fewer), read byte by byte and checked as [`entry_group`] says.
     fn read_one_by_one(
         block: &[u8; 64],
         ends: u64,
@@ -202,15 +212,17 @@ mod tests {
         last: u32,
         dim: usize,
         ones: bool,
-    ) -> Option<EightEntries> {
+    ) -> Option<EntryGroup> {
         let (mut from, mut before, mut spaces) = (start, u64::from(last), ends);
-        let mut eight = EightEntries {
+        let count = ends.count_ones().min(8) as usize;
+        let mut group = EntryGroup {
             steps: [0; 8],
             values: [0; 8],
+            count,
             last: 0,
             last_space: 0,
         };
-        for k in 0..8 {
+        for k in 0..count {
             let space = spaces.trailing_zeros() as usize;
             spaces &= spaces - 1;
             let entry = std::str::from_utf8(&block[from..space]).unwrap();
@@ -223,16 +235,27 @@ mod tests {
             if !fits {
                 return None;
             }
-            eight.steps[k] = (index - before) as u16;
-            eight.values[k] = value;
-            (eight.last, eight.last_space) = (index as u32, space);
+            group.steps[k] = (index - before) as u16;
+            group.values[k] = value;
+            (group.last, group.last_space) = (index as u32, space);
             (before, from) = (index, space + 1);
         }
-        Some(eight)
+        Some(group)
+    }
+
+    /// What a group holds: its `count` steps and values, its last index and space.
+    fn kept(group: EntryGroup) -> (Vec<u16>, Vec<u8>, u32, usize) {
+        let count = group.count;
+        (
+            group.steps[..count].to_vec(),
+            group.values[..count].to_vec(),
+            group.last,
+            group.last_space,
+        )
     }
 
     #[test]
-    fn eight_entries_are_those_read_one_by_one() {
+    fn entry_groups_are_the_entries_read_one_by_one() {
         let Some(avx512) = avx512() else {
             eprintln!("this CPU has no AVX-512 VBMI2: the vector step is not tested here");
             return;
@@ -281,17 +304,23 @@ mod tests {
                 }
                 text.push(b' ');
             }
-            if ends.count_ones() < 8 {
+            // Runs of 1 to 7 entries too (ended by a byte that is not part of one).
+            if next(3) == 0 {
+                for _ in 0..ends.count_ones().saturating_sub(1 + next(7) as u32) {
+                    ends &= !(1 << (63 - ends.leading_zeros()));
+                }
+            }
+            if ends == 0 {
                 continue;
             }
             let block: &[u8; 64] = text.first_chunk().unwrap();
             let dim = [10_000_000, 3_000_100, 100][next(3) as usize];
             let ones = next(2) == 0;
             let want = read_one_by_one(block, ends, start, last, dim, ones);
-            let got = eight_entries(avx512, block, ends, start, last, dim, ones);
+            let got = entry_group(avx512, block, ends, start, last, dim, ones);
             assert_eq!(
-                got,
-                want,
+                got.map(kept),
+                want.map(kept),
                 "{:?} from {start} after {last}, dim {dim}, ones {ones}",
                 String::from_utf8_lossy(block)
             );

@@ -25,7 +25,7 @@ use crate::diag::{Diagnostic, Severity};
 use crate::parser::block::{digits, eight_digit_starts, ends_before, matches, BLOCK};
 use crate::parser::columns::{InputColumn, ParsedSequences, MAX_COLUMN_ENTRIES};
 use crate::parser::dense_digits::digit_values;
-use crate::parser::entry_vectors::{self, EightEntries};
+use crate::parser::entry_vectors::{self, EntryGroup};
 use crate::parser::number::{
     ascii_digits_value, ascii_digits_value_pair, lanes_value, leading_digits_value,
     scan_entry_value, scan_entry_value_outlined, Element, NumberError,
@@ -221,9 +221,10 @@ const WINDOW: usize = BLOCK + 16;
 /// (callgrind of `ctf bench --threads 1`). Kept out of line: inlined into the line loop, its
 /// loop's registers were spilled around every entry.
 ///
-/// On CPUs with AVX-512 VBMI2 the run's entries are taken eight at a time while it holds
-/// eight more ([`entry_vectors`]; the loop compiled a second time, with those features), two
-/// at a time otherwise.
+/// On CPUs with AVX-512 VBMI2 the run's entries are taken up to eight at a time while it
+/// holds three or more ([`entry_vectors`]; the loop compiled a second time, with those
+/// features): sparse's `elapsed_s` 0.93 and `index_s` 0.91 of the pairs' alone (`ctf
+/// bench`, two builds in alternating rounds); one or two at a time otherwise.
 #[inline(never)]
 fn digit_entries<T: Element, const BYTES: bool>(
     buf: &[u8],
@@ -238,30 +239,32 @@ fn digit_entries<T: Element, const BYTES: bool>(
             #[inline(always)]
             || {
                 digit_entries_with::<T, BYTES>(buf, pos, dim, column, |block, ends, start, last| {
-                    entry_vectors::eight_entries(avx512, block, ends, start, last, dim, !BYTES)
+                    entry_vectors::entry_group(avx512, block, ends, start, last, dim, !BYTES)
                 })
             },
         );
     }
-    digit_entries_with::<T, BYTES>(buf, pos, dim, column, no_eight)
+    digit_entries_with::<T, BYTES>(buf, pos, dim, column, no_group)
 }
 
-/// What [`digit_entries_with`] takes eight entries with where the CPU has no vector step.
+/// What [`digit_entries_with`] takes groups of entries with where the CPU has no vector
+/// step: none.
 #[inline(always)]
-fn no_eight(_: &[u8; BLOCK], _: u64, _: usize, _: u32) -> Option<EightEntries> {
+fn no_group(_: &[u8; BLOCK], _: u64, _: usize, _: u32) -> Option<EntryGroup> {
     None
 }
 
-/// [`digit_entries`], taking eight entries at once with `eight` (given the block, the run's
-/// spaces left, where the next entry starts and the index before it: [`EightEntries`] when
-/// all eight fit the column, else `None`) while the run holds eight more.
+/// [`digit_entries`], taking up to eight entries at once with `group` (given the block, the
+/// run's spaces left, where the next entry starts and the index before it: an
+/// [`EntryGroup`] when they all fit the column, else `None`) while the run holds three or
+/// more.
 #[inline(always)]
 fn digit_entries_with<T: Element, const BYTES: bool>(
     buf: &[u8],
     pos: usize,
     dim: usize,
     column: &mut InputColumn<T>,
-    eight: impl Fn(&[u8; BLOCK], u64, usize, u32) -> Option<EightEntries>,
+    group: impl Fn(&[u8; BLOCK], u64, usize, u32) -> Option<EntryGroup>,
 ) -> (usize, u32) {
     // Where the next entry starts, and the index of the last one taken.
     let mut next = skip_space(buf, pos);
@@ -302,23 +305,26 @@ fn digit_entries_with<T: Element, const BYTES: bool>(
                 // The entries of the block's well-formed run, whose shape the masks checked
                 // all at once, are read without a check of their own; the rest one by one.
                 let shaped = well_formed_entries(spaces, digits, matches(block, [b':']));
-                // Eight entries of the run at a time while it holds eight more, and all fit.
-                while (shaped & spaces).count_ones() >= 8 {
+                // Up to eight entries of the run at a time while it holds three or more, and
+                // all fit.
+                while (shaped & spaces).count_ones() >= 3 {
                     let Some(step_slots) = steps.get_mut(slot..slot + 8) else {
                         break;
                     };
-                    let Some(eight) = eight(block, shaped & spaces, start, last) else {
+                    let Some(taken) = group(block, shaped & spaces, start, last) else {
                         break;
                     };
-                    step_slots.copy_from_slice(&eight.steps);
+                    // All eight slots written, `taken.count` kept: those past it are written
+                    // again or cut off by `append_step_entries`.
+                    step_slots.copy_from_slice(&taken.steps);
                     if BYTES {
                         // As many byte slots as step slots.
-                        bytes[slot..slot + 8].copy_from_slice(&eight.values);
+                        bytes[slot..slot + 8].copy_from_slice(&taken.values);
                     }
-                    slot += 8;
-                    last = eight.last;
-                    start = eight.last_space + 1;
-                    spaces &= !(u64::MAX >> (63 - eight.last_space));
+                    slot += taken.count;
+                    last = taken.last;
+                    start = taken.last_space + 1;
+                    spaces &= !(u64::MAX >> (63 - taken.last_space));
                 }
                 // Two entries of the well-formed run at a time while it holds two more, and
                 // both fit: their indices are converted together ([`shaped_pair`]) and checked
@@ -2690,17 +2696,18 @@ mod tests {
         assert_eq!(sparse_entries(&out, 0), want);
     }
 
-    /// How [`digit_entries_with`] takes eight entries at once.
-    type EightWith<'a> = dyn Fn(&[u8; BLOCK], u64, usize, u32) -> Option<EightEntries> + 'a;
+    /// How [`digit_entries_with`] takes groups of entries.
+    type GroupWith<'a> = dyn Fn(&[u8; BLOCK], u64, usize, u32) -> Option<EntryGroup> + 'a;
 
     #[test]
-    fn entries_taken_eight_at_a_time_are_those_taken_two_at_a_time() {
+    fn entries_taken_in_groups_are_those_taken_two_at_a_time() {
         // Samples of up to 80 entries, mostly well formed and one-digit, with now and then
         // an entry the runs do not take (a step past u16::MAX, a decrease, an index at the
         // dim, a value of two digits or other than 1 in a column of ones, two spaces, an
         // index of 8 digits), ended by a line feed, a space, a tab or the next input; each
         // read into a column of ones and one of bytes, by the entry loop with the CPU's
-        // vector step and without it: the same entries, and the same place to go on from.
+        // vector step (groups of up to eight) and without it: the same entries, and the same
+        // place to go on from.
         let Some(avx512) = entry_vectors::avx512() else {
             eprintln!("this CPU has no AVX-512 VBMI2: the vector step is not tested here");
             return;
@@ -2714,7 +2721,7 @@ mod tests {
             state ^= state << 17;
             state % n
         };
-        let (mut eights, mut entries) = (0, 0);
+        let (mut grouped, mut entries) = (0, 0);
         for _ in 0..4_000 {
             let mut text = String::from(" ");
             let mut index = below(100);
@@ -2754,33 +2761,33 @@ mod tests {
                     &mut diags,
                 );
                 let column = &out.columns[0];
-                let taken_by = |eight: &EightWith| {
+                let taken_by = |group: &GroupWith| {
                     let mut column = column.clone();
                     let next = match column.value_tier {
                         ValueTier::Bytes => {
-                            digit_entries_with::<f32, true>(&buf, 0, dim, &mut column, eight)
+                            digit_entries_with::<f32, true>(&buf, 0, dim, &mut column, group)
                         }
-                        _ => digit_entries_with::<f32, false>(&buf, 0, dim, &mut column, eight),
+                        _ => digit_entries_with::<f32, false>(&buf, 0, dim, &mut column, group),
                     };
                     (next, column.entry_count(), format!("{column:?}"))
                 };
                 let ones = column.value_tier == ValueTier::Ones;
                 let taken = std::cell::Cell::new(0);
-                let by_eight = taken_by(&|block, ends, start, last| {
-                    let eight =
-                        entry_vectors::eight_entries(avx512, block, ends, start, last, dim, ones);
-                    taken.set(taken.get() + usize::from(eight.is_some()));
-                    eight
+                let by_groups = taken_by(&|block, ends, start, last| {
+                    let group =
+                        entry_vectors::entry_group(avx512, block, ends, start, last, dim, ones);
+                    taken.set(taken.get() + group.map_or(0, |group| group.count));
+                    group
                 });
-                assert_eq!(by_eight, taken_by(&no_eight), "{text:?} after {primer:?}");
-                eights += taken.get();
-                entries += by_eight.1 - column.entry_count();
+                assert_eq!(by_groups, taken_by(&no_group), "{text:?} after {primer:?}");
+                grouped += taken.get();
+                entries += by_groups.1 - column.entry_count();
             }
         }
-        // Most of the entries the loop takes taken eight at a time.
+        // Most of the entries the loop takes taken in groups.
         assert!(
-            eights * 8 * 5 > entries * 3,
-            "{eights} eights of {entries} entries taken"
+            grouped * 4 > entries * 3,
+            "{grouped} of {entries} entries taken in groups"
         );
     }
 
