@@ -65,50 +65,44 @@ mod vector {
         u8x64::simd_from(avx512, table).into()
     }
 
-    /// Byte `k` is `k`: what `vpcompressb` compresses into the positions of a mask's bits.
-    const POSITIONS: [u8; 64] = {
+    /// The byte tables of the step, each a byte `k` from `k`.
+    #[derive(Clone, Copy)]
+    enum Table {
+        /// Byte `k` is `k`: what `vpcompressb` compresses into the positions of a mask's bits.
+        Positions,
+        /// Byte `k` is `k / 8`: spreads a vector's byte `l` over the 64-bit lane `l`.
+        LaneOfByte,
+        /// Byte `k` is `k - 1` (byte 0 wraps to 255): moves a vector's bytes up by one.
+        ByteBefore,
+        /// Byte `8l + j` is `j - 10` (as a signed byte): from the space ending an entry, the
+        /// eight bytes before its colon (an index has at most seven digits).
+        BeforeColon,
+    }
+
+    /// The 64 bytes of `kind`.
+    const fn table(kind: Table) -> [u8; 64] {
         let mut table = [0; 64];
         let mut k = 0;
         while k < 64 {
-            table[k] = k as u8;
+            table[k] = match kind {
+                Table::Positions => k as u8,
+                Table::LaneOfByte => (k / 8) as u8,
+                Table::ByteBefore => (k as u8).wrapping_sub(1),
+                Table::BeforeColon => ((k % 8) as i8 - 10) as u8,
+            };
             k += 1;
         }
         table
-    };
+    }
 
-    /// Byte `k` is `k / 8`: spreads a vector's byte `l` over the 64-bit lane `l`.
-    const LANE_OF_BYTE: [u8; 64] = {
-        let mut table = [0; 64];
-        let mut k = 0;
-        while k < 64 {
-            table[k] = (k / 8) as u8;
-            k += 1;
-        }
-        table
-    };
-
-    /// Byte `k` is `k - 1` (byte 0 anything): moves a vector's bytes up by one.
-    const BYTE_BEFORE: [u8; 64] = {
-        let mut table = [0; 64];
-        let mut k = 1;
-        while k < 64 {
-            table[k] = (k - 1) as u8;
-            k += 1;
-        }
-        table
-    };
-
-    /// Byte `8l + j` is `j - 10` (as a signed byte): from the space ending an entry, the eight
-    /// bytes before its colon (an index has at most seven digits).
-    const BEFORE_COLON: [u8; 64] = {
-        let mut table = [0; 64];
-        let mut k = 0;
-        while k < 64 {
-            table[k] = ((k % 8) as i8 - 10) as u8;
-            k += 1;
-        }
-        table
-    };
+    /// [`Table::Positions`].
+    const POSITIONS: [u8; 64] = table(Table::Positions);
+    /// [`Table::LaneOfByte`].
+    const LANE_OF_BYTE: [u8; 64] = table(Table::LaneOfByte);
+    /// [`Table::ByteBefore`].
+    const BYTE_BEFORE: [u8; 64] = table(Table::ByteBefore);
+    /// [`Table::BeforeColon`].
+    const BEFORE_COLON: [u8; 64] = table(Table::BeforeColon);
 
     kernel!(
         /// The entries of the run that `ends` marks in `block`, from `block[start]`, eight

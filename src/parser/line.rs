@@ -25,7 +25,9 @@ use crate::diag::{Diagnostic, Severity};
 use crate::parser::block::{digits, eight_digit_starts, ends_before, matches, BLOCK};
 use crate::parser::columns::{InputColumn, ParsedSequences, MAX_COLUMN_ENTRIES};
 use crate::parser::dense_digits::digit_values;
-use crate::parser::entry_vectors::{self, EntryGroup};
+#[cfg(target_arch = "x86_64")]
+use crate::parser::entry_vectors;
+use crate::parser::entry_vectors::EntryGroup;
 use crate::parser::number::{
     ascii_digits_value, ascii_digits_value_pair, lanes_value, leading_digits_value,
     scan_entry_value, scan_entry_value_outlined, Element, NumberError,
@@ -2697,8 +2699,10 @@ mod tests {
     }
 
     /// How [`digit_entries_with`] takes groups of entries.
+    #[cfg(target_arch = "x86_64")]
     type GroupWith<'a> = dyn Fn(&[u8; BLOCK], u64, usize, u32) -> Option<EntryGroup> + 'a;
 
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn entries_taken_in_groups_are_those_taken_two_at_a_time() {
         // Samples of up to 80 entries, mostly well formed and one-digit, with now and then
