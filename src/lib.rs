@@ -50,6 +50,8 @@ pub mod randomize;
 pub mod reader;
 pub mod source;
 pub mod sync;
+#[cfg(test)]
+mod test_rng;
 pub mod timeline;
 
 pub use config::{

@@ -65,22 +65,14 @@ fn specials(buf: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Xorshift;
 
     /// Random buffers of 0 to 199 bytes, dense in specials (so blocks and tails of every
     /// length).
     fn buffers() -> impl Iterator<Item = Vec<u8>> {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = Xorshift::new(0x9e37_79b9_7f4a_7c15);
         let alphabet = b"|\n0a #:\x80\xff";
-        (0..200).map(move |len| {
-            (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    alphabet[(state % alphabet.len() as u64) as usize]
-                })
-                .collect()
-        })
+        (0..200).map(move |len| (0..len).map(|_| rng.pick(alphabet)).collect())
     }
 
     fn is_special(b: u8) -> bool {

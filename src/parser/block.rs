@@ -165,21 +165,15 @@ fn digits_by_words(block: &[u8; BLOCK]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Xorshift;
 
     /// Random 64-byte blocks dense in the bytes the tests look for, their neighbours (`/` and
     /// `:` around the digits), and bytes with the high bit set (which a careless word compare
     /// confuses with a match, and which are negative to a signed compare).
     fn blocks() -> impl Iterator<Item = [u8; BLOCK]> {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = Xorshift::new(0x9e37_79b9_7f4a_7c15);
         let alphabet = b"|\n \t09/:a#5\x80\xff\xa0\xb0\xb9\x7f";
-        (0..2000).map(move |_| {
-            std::array::from_fn(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                alphabet[(state % alphabet.len() as u64) as usize]
-            })
-        })
+        (0..2000).map(move |_| std::array::from_fn(|_| rng.pick(alphabet)))
     }
 
     fn byte_loop(block: &[u8; BLOCK], targets: &[u8]) -> u64 {

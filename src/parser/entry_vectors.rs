@@ -72,8 +72,9 @@ mod vector {
         Positions,
         /// Byte `k` is `k / 8`: spreads a vector's byte `l` over the 64-bit lane `l`.
         LaneOfByte,
-        /// Byte `k` is `k - 1` (byte 0 wraps to 255): moves a vector's bytes up by one.
-        ByteBefore,
+        /// Byte `k` is `k / 8 - 1` (lane 0's bytes wrap to 255): spreads a vector's byte
+        /// `l - 1` over the 64-bit lane `l`.
+        LaneBefore,
         /// Byte `8l + j` is `j - 10` (as a signed byte): from the space ending an entry, the
         /// eight bytes before its colon (an index has at most seven digits).
         BeforeColon,
@@ -87,7 +88,7 @@ mod vector {
             table[k] = match kind {
                 Table::Positions => k as u8,
                 Table::LaneOfByte => (k / 8) as u8,
-                Table::ByteBefore => (k as u8).wrapping_sub(1),
+                Table::LaneBefore => ((k / 8) as u8).wrapping_sub(1),
                 Table::BeforeColon => ((k % 8) as i8 - 10) as u8,
             };
             k += 1;
@@ -99,8 +100,8 @@ mod vector {
     const POSITIONS: [u8; 64] = table(Table::Positions);
     /// [`Table::LaneOfByte`].
     const LANE_OF_BYTE: [u8; 64] = table(Table::LaneOfByte);
-    /// [`Table::ByteBefore`].
-    const BYTE_BEFORE: [u8; 64] = table(Table::ByteBefore);
+    /// [`Table::LaneBefore`].
+    const LANE_BEFORE: [u8; 64] = table(Table::LaneBefore);
     /// [`Table::BeforeColon`].
     const BEFORE_COLON: [u8; 64] = table(Table::BeforeColon);
 
@@ -133,13 +134,12 @@ mod vector {
             // space, and the space before its entry (`start - 1` before the first, -1 when it
             // is 0), over a whole lane. Only the first `count` lanes are checked and kept.
             let spaces = _mm512_maskz_compress_epi8(ends, bytes(avx512, POSITIONS));
-            let before = _mm512_mask_blend_epi8(
-                1,
-                _mm512_permutexvar_epi8(bytes(avx512, BYTE_BEFORE), spaces),
+            let lane_spaces = _mm512_permutexvar_epi8(bytes(avx512, LANE_OF_BYTE), spaces);
+            let lane_before = _mm512_mask_blend_epi8(
+                0xff,
+                _mm512_permutexvar_epi8(bytes(avx512, LANE_BEFORE), spaces),
                 _mm512_set1_epi8(start as i8 - 1),
             );
-            let lane_spaces = _mm512_permutexvar_epi8(bytes(avx512, LANE_OF_BYTE), spaces);
-            let lane_before = _mm512_permutexvar_epi8(bytes(avx512, LANE_OF_BYTE), before);
             // Each lane's eight bytes before its colon, the most significant first; those at or
             // before the space before the entry (positions below 0 wrap within the block) zero.
             let wanted = _mm512_add_epi8(lane_spaces, bytes(avx512, BEFORE_COLON));
@@ -196,6 +196,7 @@ mod vector {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
+    use crate::test_rng::Xorshift;
 
     /// The entries from `block[start]` ended by the first eight spaces of `ends` (or all of
     /// them, if fewer), read byte by byte and checked as [`entry_group`] says.
@@ -258,13 +259,8 @@ mod tests {
         // read into the first index), then entries of 1 to 7 digits, `:`, a digit and a
         // space; the steps mostly small, some at or just past u16::MAX, some decreasing,
         // some indices at or past `dim`; values mostly 1.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rng = Xorshift::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = |n: u64| rng.below(n);
         let (mut taken, mut refused) = (0, 0);
         for _ in 0..100_000 {
             let start = next(6) as usize;

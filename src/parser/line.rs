@@ -1919,6 +1919,7 @@ fn comment_end(buf: &[u8], mut from: usize) -> usize {
 mod tests {
     use super::*;
     use crate::parser::columns::Sample;
+    use crate::test_rng::Xorshift;
 
     /// Parses `line` (a line feed is appended) and returns the column data and diagnostics.
     fn parse(line: &str, inputs: &[InputConfig]) -> (ParsedSequences<f64>, Vec<Diagnostic>) {
@@ -2477,13 +2478,8 @@ mod tests {
             InputConfig::sparse("s", dims[0] as usize),
             InputConfig::sparse("t", dims[1] as usize),
         ];
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut below = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rng = Xorshift::new(0x2545_f491_4f6c_dd1d);
+        let mut below = move |n: u64| rng.below(n);
         for group in 0..48 {
             let one_digit_values = group % 2 == 1;
             // In 1,000: how often an entry brings a disruption, and which kinds it may be
@@ -2602,13 +2598,8 @@ mod tests {
         // Blocks of entries with indices of 0 to 9 digits, a value of 0 to 2, no colon or
         // two, empty entries, two spaces, and the bytes that end a run, in a deterministic
         // sequence of shapes; about a third of the blocks are well formed throughout.
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n) as usize
-        };
+        let mut rng = Xorshift::new(0x2545_f491_4f6c_dd1d);
+        let mut next = |n: u64| rng.below(n) as usize;
         let (mut shaped, mut blocks) = (0, 0);
         for _ in 0..20_000 {
             let mut text = Vec::new();
@@ -2718,13 +2709,8 @@ mod tests {
         };
         let dim = 2_000_000;
         let inputs = [InputConfig::sparse("s", dim)];
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut below = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rng = Xorshift::new(0x2545_f491_4f6c_dd1d);
+        let mut below = move |n: u64| rng.below(n);
         let (mut grouped, mut entries) = (0, 0);
         for _ in 0..4_000 {
             let mut text = String::from(" ");

@@ -462,6 +462,7 @@ impl Digits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Xorshift;
 
     fn num<T: Element>(s: &str) -> Result<(T, usize), NumberError> {
         scan_number::<T>(s.as_bytes(), 0)
@@ -540,13 +541,8 @@ mod tests {
     fn ascii_digits_value_pair_reads_both_words_as_one_at_a_time() {
         // Every pair of lengths, each word's value drawn anew (the extremes among them), and
         // each followed by bytes of every kind, which must carry into neither value.
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = Xorshift::new(0x2545_f491_4f6c_dd1d);
+        let mut next = move || rng.next_u64();
         for n in 1..=7u32 {
             for m in 1..=7u32 {
                 let (top_n, top_m) = (10u64.pow(n), 10u64.pow(m));
