@@ -1,10 +1,12 @@
 //! Numbers of the CNTK Text Format: the accepted grammar (SPEC §7.2) and the conversion of a
 //! scanned number into a correctly rounded `f32` or `f64`.
 //!
-//! The scanner walks bytes and never allocates. Conversion takes a fast exact path when the
-//! decimal mantissa and power of ten are both exactly representable (one IEEE operation, hence
-//! correctly rounded), and otherwise hands the token to the standard library's correctly
-//! rounded parser. Values that overflow the element type are errors, unlike CNTK.
+//! The scanner never allocates. Short integers, and short fractions and negative values (at
+//! most six digits), are read eight bytes at a time; other numbers a byte at a time.
+//! Conversion takes a fast exact path when the decimal mantissa and power of ten are both
+//! exactly representable (one IEEE operation, hence correctly rounded), and otherwise hands
+//! the token to the standard library's correctly rounded parser. Values that overflow the
+//! element type are errors, unlike CNTK.
 
 use std::fmt::Debug;
 use std::ops::Neg;
@@ -302,10 +304,7 @@ pub(crate) fn scan_entry_value<T: Element>(
             };
             Ok((entry, end))
         }
-        None => {
-            let (value, end) = scan_number_general::<T>(bytes, pos)?;
-            Ok((EntryValue::of(value), end))
-        }
+        None => scan_entry_value_general(bytes, pos),
     }
 }
 
@@ -345,9 +344,135 @@ fn short_integer(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
         .then_some((value, i))
 }
 
-/// The whole grammar: signs, fractions, exponents, long mantissas.
+/// Every number [`short_integer`] does not take: [`ShortDecimal`]'s forms a word at a time,
+/// the rest by [`scan_whole_grammar`].
 #[inline(never)]
 fn scan_number_general<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), NumberError> {
+    match ShortDecimal::scan(bytes, pos).and_then(|d| Some((d.value()?, d.end))) {
+        Some(scanned) => Ok(scanned),
+        None => scan_whole_grammar(bytes, pos),
+    }
+}
+
+/// [`scan_entry_value`] for every number [`short_integer`] does not take, as
+/// [`scan_number_general`] takes them.
+#[inline(never)]
+fn scan_entry_value_general<T: Element>(
+    bytes: &[u8],
+    pos: usize,
+) -> Result<(EntryValue<T>, usize), NumberError> {
+    if let Some(decimal) = ShortDecimal::scan(bytes, pos) {
+        if let Some(value) = decimal.entry_value() {
+            return Ok((value, decimal.end));
+        }
+    }
+    let (value, end) = scan_whole_grammar::<T>(bytes, pos)?;
+    Ok((EntryValue::of(value), end))
+}
+
+/// The commonest numbers after short integers, fractions and negative values (`0.3238`,
+/// `-12.5`, `-3`), read as one word: an optional `-`, then, within the 8 bytes after it, 1 to
+/// 6 integer digits, optionally a `.` with at least one fraction digit, and the byte that
+/// ends the number, which is not an exponent's `e`. The point is taken out of the word, so
+/// that one conversion gives the mantissa.
+#[derive(Clone, Copy, Debug)]
+struct ShortDecimal {
+    negative: bool,
+    /// The digits' values, one a lane, the first in the lowest byte, the point left out
+    /// (as [`digit_lanes`](crate::parser::word::digit_lanes) gives them).
+    lanes: u64,
+    /// How many of `lanes` are integer digits (1 to 6).
+    integer_digits: usize,
+    /// How many of `lanes` follow the point (0 without one).
+    fraction_digits: usize,
+    /// The position just past the number.
+    end: usize,
+}
+
+impl ShortDecimal {
+    /// The number at `bytes[pos]` when it has this form and the 8 bytes after its sign are
+    /// within `bytes`; `None` otherwise.
+    #[inline(always)]
+    fn scan(bytes: &[u8], pos: usize) -> Option<ShortDecimal> {
+        use crate::parser::word::{HIGH, LOW7, ONES};
+        let negative = bytes.get(pos) == Some(&b'-');
+        let start = pos + usize::from(negative);
+        let chunk = bytes.get(start..start.checked_add(8)?)?;
+        let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
+        // Each lane's digit value, and the high bit of each lane that is not a digit (as
+        // `digit_lanes` finds them).
+        let lanes = word ^ (ONES * u64::from(b'0'));
+        let non_digits = (((lanes & LOW7) + ONES * (0x80 - 10)) | lanes) & HIGH;
+        let integer_digits = (non_digits.trailing_zeros() / 8) as usize;
+        if integer_digits == 0 || integer_digits > 6 {
+            return None;
+        }
+        let below = 8 * integer_digits;
+        let (lanes, fraction_digits) = if (word >> below) as u8 == b'.' {
+            // The first byte after the point's that is not a digit; the fraction's lanes one
+            // lane down, over the point.
+            let after = non_digits >> (below + 8) << (below + 8);
+            if after == 0 {
+                return None; // the fraction may go on past the word
+            }
+            let fraction_digits = after.trailing_zeros() as usize / 8 - (integer_digits + 1);
+            if fraction_digits == 0 {
+                return None; // no fraction digit (`5.`)
+            }
+            (
+                (lanes & ((1 << below) - 1)) | (lanes >> (below + 8)) << below,
+                fraction_digits,
+            )
+        } else {
+            (lanes, 0)
+        };
+        let end = start + integer_digits + fraction_digits + usize::from(fraction_digits > 0);
+        if matches!(bytes.get(end), Some(b'e' | b'E')) {
+            return None;
+        }
+        Some(ShortDecimal {
+            negative,
+            lanes,
+            integer_digits,
+            fraction_digits,
+            end,
+        })
+    }
+
+    /// The value [`scan_whole_grammar`] computes from the same mantissa (the digits without
+    /// the point, at most six) and power of ten, when the exact conversion
+    /// ([`Element::from_decimal_fast`]) applies.
+    #[inline(always)]
+    fn value<T: Element>(&self) -> Option<T> {
+        let digits = (self.integer_digits + self.fraction_digits) as u32;
+        let mantissa = lanes_value(self.lanes, digits);
+        T::from_decimal_fast(self.negative, mantissa, -(self.fraction_digits as i32))
+    }
+
+    /// [`EntryValue::of`] the value, told from the digits: an integer that is not negative
+    /// (no fraction, or one of zeros) is a byte when it is at most 255, and no other value is.
+    /// A fraction other than zero cannot round onto an integer: the exact conversion applies
+    /// only to a mantissa `M` below `2^p` (`p` the type's significand bits), so the value
+    /// `M / 10^d` moves by less than `2^p / 10^d * 2^-p = 10^-d` when rounded, less than its
+    /// distance to either integer beside it.
+    #[inline(always)]
+    fn entry_value<T: Element>(&self) -> Option<EntryValue<T>> {
+        let fraction = self.lanes >> (8 * self.integer_digits);
+        if fraction & ((1 << (8 * self.fraction_digits)) - 1) == 0 && !self.negative {
+            // Below 10^6: exact in either type, as the walk's value is.
+            let integer = lanes_value(self.lanes, self.integer_digits as u32);
+            return Some(match u8::try_from(integer) {
+                Ok(byte) => EntryValue::Byte(byte),
+                Err(_) => EntryValue::Wide(T::from_u64(integer)),
+            });
+        }
+        self.value().map(EntryValue::Wide)
+    }
+}
+
+/// The whole grammar, a byte at a time: signs, fractions, exponents, long mantissas.
+#[inline]
+fn scan_whole_grammar<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), NumberError> {
     let start = pos;
     let mut i = pos;
     let mut negative = false;
@@ -607,13 +732,119 @@ mod tests {
                 for tail in ["", "        "] {
                     let text = format!("{number}{follower}{tail}");
                     let bytes = text.as_bytes();
-                    let general = scan_number_general::<f64>(bytes, 0);
+                    let general = scan_whole_grammar::<f64>(bytes, 0);
                     let entry =
                         scan_entry_value::<f64>(bytes, 0).map(|(value, end)| (value.value(), end));
                     assert_eq!(entry, general, "{text:?}");
                 }
             }
         }
+    }
+
+    /// A number of the forms the fast paths take and of those they leave to the walk, with
+    /// what may follow it: an optional sign, 0 to 9 integer digits (leading zeros now and
+    /// then), a point with 0 to 9 fraction digits or none, an exponent or none, then a byte
+    /// that ends or continues a number, and the buffer ending there or going on.
+    fn drawn_number(rng: &mut Xorshift) -> String {
+        let digits = |rng: &mut Xorshift, most: u64| -> String {
+            let n = rng.below(most + 1);
+            (0..n)
+                .map(|k| match (k, rng.below(4)) {
+                    (0, 0) => '0',
+                    _ => char::from(b'0' + rng.below(10) as u8),
+                })
+                .collect()
+        };
+        let mut text = String::from(rng.pick(&["", "", "-", "-", "+"]));
+        if rng.below(8) == 0 {
+            // Within 10^-4 of an integer, below or above it, which an `f32` rounds onto when
+            // the fraction is long enough (`254.9999999` is 255): the entry value is then a
+            // byte, as the walk's is.
+            let nines = rng.below(2) == 0;
+            text += &format!("{}.", rng.below(300));
+            let run = if nines { "99999999" } else { "00000000" };
+            text += &run[..4 + rng.below(4) as usize];
+            text += &digits(rng, 2);
+        } else {
+            text += &digits(rng, 9);
+            if rng.below(4) != 0 {
+                text.push('.');
+                text += &digits(rng, 9);
+            }
+        }
+        if rng.below(8) == 0 {
+            text += rng.pick(&["e", "E", "e-", "e+"]);
+            text += &digits(rng, 3);
+        }
+        text += rng.pick(&["", " ", "|", "\n", ":", ".", ".5", "e", "x", "-1"]);
+        if rng.below(4) != 0 {
+            text += "        ";
+        }
+        text
+    }
+
+    #[test]
+    fn fast_paths_agree_with_the_walk_and_with_std() {
+        // Every scan (`scan_number`, `scan_entry_value`, in both precisions) gives the walk's
+        // value, to the bit (`-0` included), stops where it stops, and an entry value is a
+        // byte exactly when the walk's value is; an accepted token has the value the standard
+        // library's correctly rounded parser gives it.
+        fn check<T: Element>(text: &str, bits: impl Fn(T) -> u64) -> bool {
+            let bytes = text.as_bytes();
+            let walk = scan_whole_grammar::<T>(bytes, 0);
+            let as_bits = |scanned: Result<(T, usize), NumberError>| {
+                scanned.map(|(value, end)| (bits(value), end))
+            };
+            let want = as_bits(walk);
+            assert_eq!(
+                as_bits(scan_number::<T>(bytes, 0)),
+                want,
+                "{} {text:?}",
+                T::NAME
+            );
+            let entry = |value: EntryValue<T>| match value {
+                EntryValue::Byte(byte) => (true, bits(T::from_byte(byte))),
+                EntryValue::Wide(value) => (false, bits(value)),
+            };
+            let entry_want = walk.map(|(value, end)| (entry(EntryValue::of(value)), end));
+            let entry_got = scan_entry_value::<T>(bytes, 0).map(|(v, end)| (entry(v), end));
+            assert_eq!(entry_got, entry_want, "{} {text:?} as an entry", T::NAME);
+            let fast = ShortDecimal::scan(bytes, 0);
+            if let Some(value) = fast.and_then(|d| d.value::<T>()) {
+                let end = fast.map_or(0, |d| d.end);
+                assert_eq!(Ok((bits(value), end)), want, "{} {text:?} fast", T::NAME);
+            }
+            if let Some(value) = fast.and_then(|d| d.entry_value::<T>()) {
+                let end = fast.map_or(0, |d| d.end);
+                assert_eq!(
+                    Ok((entry(value), end)),
+                    entry_want,
+                    "{} {text:?} fast",
+                    T::NAME
+                );
+            }
+            if let Ok((value, end)) = walk {
+                let std = T::parse_token(&text[..end]);
+                assert!(
+                    std.is_some_and(|std| bits(std) == bits(value)),
+                    "{} {text:?} against std",
+                    T::NAME
+                );
+            }
+            fast.is_some()
+        }
+        let mut rng = Xorshift::new(0x9e37_79b9_7f4a_7c15);
+        let mut fast = 0;
+        for _ in 0..200_000 {
+            let text = drawn_number(&mut rng);
+            fast += usize::from(check::<f32>(&text, |v| u64::from(v.to_bits())));
+            check::<f64>(&text, f64::to_bits);
+        }
+        // The draws reach both the fast path and the walk often.
+        assert!(
+            (20_000..180_000).contains(&fast),
+            "{fast} of 200,000 on the fast path"
+        );
     }
 
     #[test]
