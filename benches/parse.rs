@@ -1,5 +1,6 @@
 //! Parser throughput on the benchmark shapes of `shared/bench/gen_ctf.py` (dense, sparse,
-//! seq, ragged), generated at bench time with smaller N, parsed in memory on one core.
+//! seq, ragged), generated at bench time with smaller N, and on the sparse and dense shapes
+//! with fractional values (`support::fraction_shapes`), parsed in memory on one core.
 //!
 //! The `naive` group runs, on the same data in the same run, the naive single-thread
 //! tokenize-and-parse of `examples/naive_parse.rs` (split on whitespace, `str::parse`): the
@@ -16,7 +17,7 @@ use ctf_reader::ParsedSequences;
 mod naive;
 mod support;
 
-use support::{generate, shapes};
+use support::{fraction_shapes, generate, shapes};
 
 /// Parses `data` with a reused parser (as the reader reuses its buffers across blocks).
 fn parse_all<T: ctf_reader::Element>(parser: &mut StreamParser<T>, data: &[u8]) -> usize {
@@ -39,7 +40,7 @@ fn parse_all<T: ctf_reader::Element>(parser: &mut StreamParser<T>, data: &[u8]) 
 fn bench_parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
     group.sample_size(10);
-    for shape in shapes() {
+    for shape in shapes().into_iter().chain(fraction_shapes()) {
         let data = std::fs::read(generate(&shape)).expect("generated data is readable");
         group.throughput(Throughput::Bytes(data.len() as u64));
         let mut parser = StreamParser::<f32>::new(&shape.inputs, StreamOptions::default());
@@ -50,7 +51,7 @@ fn bench_parse(c: &mut Criterion) {
     group.finish();
     let mut group = c.benchmark_group("naive");
     group.sample_size(10);
-    for shape in shapes() {
+    for shape in shapes().into_iter().chain(fraction_shapes()) {
         let data = std::fs::read(generate(&shape)).expect("generated data is readable");
         group.throughput(Throughput::Bytes(data.len() as u64));
         group.bench_function(shape.name, |b| {

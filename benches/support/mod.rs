@@ -53,9 +53,44 @@ pub fn shapes() -> Vec<Shape> {
     ]
 }
 
+/// The sparse and dense shapes with fractional values, as text written by tools that print
+/// a chosen precision: each value of a sparse entry, and each dense feature other than 0,
+/// becomes itself divided by 7 with 1 to 5 decimals (drawn by a fixed generator), so that
+/// the parser's number paths for fractions are measured on numbers of varied lengths.
+pub fn fraction_shapes() -> Vec<Shape> {
+    shapes()
+        .into_iter()
+        .filter(|s| s.name == "sparse" || s.name == "dense")
+        .map(|s| Shape {
+            name: if s.name == "sparse" {
+                "sparse-fractions"
+            } else {
+                "dense-fractions"
+            },
+            ..s
+        })
+        .collect()
+}
+
 /// Generates the shape's data with the project's deterministic generator (once per target
-/// directory) and returns its path.
+/// directory) and returns its path; a shape of [`fraction_shapes`] is its integer shape's
+/// data with the values rewritten.
 pub fn generate(shape: &Shape) -> PathBuf {
+    if let Some(base) = shape.name.strip_suffix("-fractions") {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let out = dir.join(format!("bench-{}-{}.ctf", shape.name, shape.n));
+        if !out.exists() {
+            let integers = generate(&Shape {
+                name: if base == "sparse" { "sparse" } else { "dense" },
+                n: shape.n,
+                inputs: Vec::new(),
+            });
+            let text = std::fs::read_to_string(integers).expect("generated data is readable");
+            std::fs::write(&out, with_fractions(&text)).expect("bench data is writable");
+        }
+        return out;
+    }
+
     let script = std::env::var_os("CTF_GEN_SCRIPT")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -74,6 +109,42 @@ pub fn generate(shape: &Shape) -> PathBuf {
             .status()
             .expect("python3 runs the generator");
         assert!(status.success(), "{} failed", script.display());
+    }
+    out
+}
+
+/// `text` with the values [`fraction_shapes`] describes rewritten: those after a `:`, and the
+/// tokens other than `0` of the `features` input.
+fn with_fractions(text: &str) -> String {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut fraction = |value: &str| -> String {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let x: f64 = value.parse::<f64>().expect("an integer value") / 7.0;
+        format!("{x:.*}", 1 + (state % 5) as usize)
+    };
+    let mut out = String::with_capacity(text.len() * 2);
+    for line in text.lines() {
+        let mut input = "";
+        for (i, token) in line.split(' ').enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            if let Some(name) = token.strip_prefix('|') {
+                input = name;
+                out.push_str(token);
+            } else if let Some((index, value)) = token.split_once(':') {
+                out.push_str(index);
+                out.push(':');
+                out.push_str(&fraction(value));
+            } else if input == "features" && token != "0" {
+                out.push_str(&fraction(token));
+            } else {
+                out.push_str(token);
+            }
+        }
+        out.push('\n');
     }
     out
 }
