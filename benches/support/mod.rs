@@ -81,7 +81,7 @@ pub fn generate(shape: &Shape) -> PathBuf {
         let out = dir.join(format!("bench-{}-{}.ctf", shape.name, shape.n));
         if !out.exists() {
             let integers = generate(&Shape {
-                name: if base == "sparse" { "sparse" } else { "dense" },
+                name: base,
                 n: shape.n,
                 inputs: Vec::new(),
             });
