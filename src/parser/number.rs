@@ -394,15 +394,11 @@ impl ShortDecimal {
     /// within `bytes`; `None` otherwise.
     #[inline(always)]
     fn scan(bytes: &[u8], pos: usize) -> Option<ShortDecimal> {
-        use crate::parser::word::{HIGH, LOW7, ONES};
         let negative = bytes.get(pos) == Some(&b'-');
         let start = pos + usize::from(negative);
         let chunk = bytes.get(start..start.checked_add(8)?)?;
         let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
-        // Each lane's digit value, and the high bit of each lane that is not a digit (as
-        // `digit_lanes` finds them).
-        let lanes = word ^ (ONES * u64::from(b'0'));
-        let non_digits = (((lanes & LOW7) + ONES * (0x80 - 10)) | lanes) & HIGH;
+        let (lanes, non_digits) = crate::parser::word::digit_mask(word);
         let integer_digits = (non_digits.trailing_zeros() / 8) as usize;
         if integer_digits == 0 || integer_digits > 6 {
             return None;

@@ -32,10 +32,17 @@ pub(crate) fn leading_digits(word: u64) -> u32 {
 /// number of its leading ASCII digits.
 #[inline(always)]
 pub(crate) fn digit_lanes(word: u64) -> (u64, u32) {
+    let (x, non_digits) = digit_mask(word);
+    (x, non_digits.trailing_zeros() / 8)
+}
+
+/// `word` with `'0'` xored out of every lane, as [`digit_lanes`] gives it, and the high bit
+/// of each lane that is not an ASCII digit.
+#[inline(always)]
+pub(crate) fn digit_mask(word: u64) -> (u64, u64) {
     let x = word ^ (ONES * u64::from(b'0'));
     // A byte is a digit when it is below 10 once '0' is xored away.
-    let non_digits = (((x & LOW7) + ONES * (0x80 - 10)) | x) & HIGH;
-    (x, non_digits.trailing_zeros() / 8)
+    (x, (((x & LOW7) + ONES * (0x80 - 10)) | x) & HIGH)
 }
 
 /// The low `bytes` bytes of `word` (`bytes` below 8).
