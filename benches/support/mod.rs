@@ -76,40 +76,36 @@ pub fn fraction_shapes() -> Vec<Shape> {
 /// directory) and returns its path; a shape of [`fraction_shapes`] is its integer shape's
 /// data with the values rewritten.
 pub fn generate(shape: &Shape) -> PathBuf {
-    if let Some(base) = shape.name.strip_suffix("-fractions") {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let out = dir.join(format!("bench-{}-{}.ctf", shape.name, shape.n));
-        if !out.exists() {
-            let integers = generate(&Shape {
-                name: base,
-                n: shape.n,
-                inputs: Vec::new(),
-            });
-            let text = std::fs::read_to_string(integers).expect("generated data is readable");
-            std::fs::write(&out, with_fractions(&text)).expect("bench data is writable");
-        }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let out = dir.join(format!("bench-{}-{}.ctf", shape.name, shape.n));
+    if out.exists() {
         return out;
     }
-
+    if let Some(base) = shape.name.strip_suffix("-fractions") {
+        let integers = generate(&Shape {
+            name: base,
+            n: shape.n,
+            inputs: Vec::new(),
+        });
+        let text = std::fs::read_to_string(integers).expect("generated data is readable");
+        std::fs::write(&out, with_fractions(&text)).expect("bench data is writable");
+        return out;
+    }
     let script = std::env::var_os("CTF_GEN_SCRIPT")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/gen_ctf.py")
         });
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let out = dir.join(format!("bench-{}-{}.ctf", shape.name, shape.n));
-    if !out.exists() {
-        let status = Command::new("python3")
-            .arg(&script)
-            .arg(shape.name)
-            .arg(&out)
-            .arg("--n")
-            .arg(shape.n.to_string())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("python3 runs the generator");
-        assert!(status.success(), "{} failed", script.display());
-    }
+    let status = Command::new("python3")
+        .arg(&script)
+        .arg(shape.name)
+        .arg(&out)
+        .arg("--n")
+        .arg(shape.n.to_string())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("python3 runs the generator");
+    assert!(status.success(), "{} failed", script.display());
     out
 }
 

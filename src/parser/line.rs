@@ -33,7 +33,7 @@ use crate::parser::number::{
     scan_entry_value, scan_entry_value_outlined, Element, NumberError,
 };
 use crate::parser::values::{EntryValue, ValueTier};
-use crate::parser::word::{digit_lanes, load_word, ONES};
+use crate::parser::word::{digit_lanes, load_word, word_at, ONES};
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -871,13 +871,6 @@ fn value_line_end(buf: &[u8], end: usize) -> Option<usize> {
     (buf[line_end] == b'\n').then_some(line_end)
 }
 
-/// The 8 bytes at `buf[pos..]` as a little-endian word, if there are 8.
-#[inline(always)]
-fn word_at(buf: &[u8], pos: usize) -> Option<u64> {
-    let chunk = buf.get(pos..pos.checked_add(8)?)?;
-    Some(u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?))
-}
-
 /// Byte classes, looked up in one table load instead of several comparisons.
 const SPACE: u8 = 1;
 /// `|` or line feed: the end of a name or a value list.
@@ -1027,8 +1020,7 @@ impl LineParser {
     #[inline(always)]
     fn match_packed(&mut self, buf: &[u8], pos: usize, before: usize) -> Option<(usize, usize)> {
         let packed = self.packed.as_ref()?;
-        let chunk = buf.get(pos..pos + 8)?;
-        let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
+        let word = word_at(buf, pos)?;
         // A match covers `len` bytes that are not the line feed, so `end` is in `buf`.
         let matches =
             |a: &PackedAlias| a.starts(word) && buf.get(pos + a.len).is_some_and(|&b| ends_name(b));

@@ -176,9 +176,7 @@ impl NumberError {
 /// that a run of numbers of varying length costs no mispredicted loop exits.
 #[inline(always)]
 pub(crate) fn leading_digits_value(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
-    let chunk = bytes.get(pos..pos.checked_add(8)?)?;
-    let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
-    let (x, n) = crate::parser::word::digit_lanes(word);
+    let (x, n) = crate::parser::word::digit_lanes(crate::parser::word::word_at(bytes, pos)?);
     if n == 0 || n == 8 {
         return None;
     }
@@ -396,8 +394,7 @@ impl ShortDecimal {
     fn scan(bytes: &[u8], pos: usize) -> Option<ShortDecimal> {
         let negative = bytes.get(pos) == Some(&b'-');
         let start = pos + usize::from(negative);
-        let chunk = bytes.get(start..start.checked_add(8)?)?;
-        let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?);
+        let word = crate::parser::word::word_at(bytes, start)?;
         let (lanes, non_digits) = crate::parser::word::digit_mask(word);
         let integer_digits = (non_digits.trailing_zeros() / 8) as usize;
         if integer_digits == 0 || integer_digits > 6 {
@@ -806,18 +803,15 @@ mod tests {
             let entry_got = scan_entry_value::<T>(bytes, 0).map(|(v, end)| (entry(v), end));
             assert_eq!(entry_got, entry_want, "{} {text:?} as an entry", T::NAME);
             let fast = ShortDecimal::scan(bytes, 0);
-            if let Some(value) = fast.and_then(|d| d.value::<T>()) {
-                let end = fast.map_or(0, |d| d.end);
-                assert_eq!(Ok((bits(value), end)), want, "{} {text:?} fast", T::NAME);
-            }
-            if let Some(value) = fast.and_then(|d| d.entry_value::<T>()) {
-                let end = fast.map_or(0, |d| d.end);
-                assert_eq!(
-                    Ok((entry(value), end)),
-                    entry_want,
-                    "{} {text:?} fast",
-                    T::NAME
-                );
+            if let Some(decimal) = fast {
+                if let Some(value) = decimal.value::<T>() {
+                    let got = Ok((bits(value), decimal.end));
+                    assert_eq!(got, want, "{} {text:?} fast", T::NAME);
+                }
+                if let Some(value) = decimal.entry_value::<T>() {
+                    let got = Ok((entry(value), decimal.end));
+                    assert_eq!(got, entry_want, "{} {text:?} fast", T::NAME);
+                }
             }
             if let Ok((value, end)) = walk {
                 let std = T::parse_token(&text[..end]);

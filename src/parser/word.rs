@@ -22,6 +22,14 @@ pub(crate) fn load_word(buf: &[u8], at: usize) -> u64 {
     }
 }
 
+/// The 8 bytes at `buf[pos..]` as a little-endian word, if there are 8 (unlike
+/// [`load_word`], which pads).
+#[inline(always)]
+pub(crate) fn word_at(buf: &[u8], pos: usize) -> Option<u64> {
+    let chunk = buf.get(pos..pos.checked_add(8)?)?;
+    Some(u64::from_le_bytes(<[u8; 8]>::try_from(chunk).ok()?))
+}
+
 /// The number of leading ASCII digits of `word` (8 when all are digits).
 #[inline(always)]
 pub(crate) fn leading_digits(word: u64) -> u32 {
