@@ -2,11 +2,14 @@
 //! scanned number into a correctly rounded `f32` or `f64`.
 //!
 //! The scanner never allocates. Short integers, and short fractions and negative values (at
-//! most six digits), are read eight bytes at a time; other numbers a byte at a time.
+//! most six digits), are read eight bytes at a time; fractions of up to 14 digits that end
+//! within 16 bytes (`%f`'s, an `f32`'s shortest form) as two words; other numbers a byte at
+//! a time.
 //! Conversion takes a fast exact path when the decimal mantissa and power of ten are both
-//! exactly representable (one IEEE operation, hence correctly rounded), and otherwise hands
-//! the token to the standard library's correctly rounded parser. Values that overflow the
-//! element type are errors, unlike CNTK.
+//! exactly representable as `f64`s (one IEEE operation, hence correctly rounded; an `f32`
+//! is that `f64` rounded again, unless it is halfway between two `f32`s), and otherwise
+//! hands the token to the standard library's correctly rounded parser. Values that overflow
+//! the element type are errors, unlike CNTK.
 
 use std::fmt::Debug;
 use std::ops::Neg;
@@ -98,11 +101,22 @@ impl Element for f32 {
     const NAME: &'static str = "float";
     const ONE: f32 = 1.0;
 
+    /// In `f32` when the mantissa and the power of ten are exact there; otherwise through
+    /// `f64`'s exact conversion, then rounded to `f32`, unless that lands exactly halfway
+    /// between two `f32`s. Rounding twice gives the correctly rounded `f32` in every other
+    /// case: each point halfway between two `f32`s is an `f64`, and rounding to `f64` is
+    /// monotonic, so the `f64` is on the same side of every such point as the exact value,
+    /// or on it. The `f64` path's values (a mantissa below `2^53` times `10^-22` to `10^22`)
+    /// are zero or within `f32`'s normal range, where the 29 bits `f64` has beyond `f32`'s
+    /// 24 tell a halfway point: a one then zeros. So the 8- and 9-digit fractions that
+    /// `f32` values print as (`0.18039216`) convert here rather than in the standard
+    /// library's parser.
     #[inline]
     fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<f32> {
         let magnitude = if exp10 == 0 {
-            mantissa as f32
+            mantissa as f32 // integer to float conversion rounds once, correctly
         } else if mantissa < (1 << 24) && (-10..=10).contains(&exp10) {
+            // Both exact in `f32`: one operation there (shorter than `f64`'s division).
             let m = mantissa as f32;
             if exp10 < 0 {
                 m / POW10_F32[(-exp10) as usize]
@@ -110,7 +124,13 @@ impl Element for f32 {
                 m * POW10_F32[exp10 as usize]
             }
         } else {
-            return None;
+            let wide = f64::from_decimal_fast(false, mantissa, exp10)?;
+            const BEYOND_F32: u64 = (1 << 29) - 1;
+            const HALFWAY: u64 = 1 << 28;
+            if wide.to_bits() & BEYOND_F32 == HALFWAY {
+                return None;
+            }
+            wide as f32
         };
         Some(if negative { -magnitude } else { magnitude })
     }
@@ -348,6 +368,17 @@ fn short_integer(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
 fn scan_number_general<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), NumberError> {
     match ShortDecimal::scan(bytes, pos).and_then(|d| Some((d.value()?, d.end))) {
         Some(scanned) => Ok(scanned),
+        None => scan_long_number(bytes, pos),
+    }
+}
+
+/// Every number neither [`short_integer`] nor [`ShortDecimal`] takes: [`LongDecimal`]'s
+/// forms two words at a time, the rest by [`scan_whole_grammar`]. Out of line, so that the
+/// shorter forms' paths stay as small as they were.
+#[inline(never)]
+fn scan_long_number<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize), NumberError> {
+    match LongDecimal::scan(bytes, pos).and_then(|d| Some((d.value()?, d.end))) {
+        Some(scanned) => Ok(scanned),
         None => scan_whole_grammar(bytes, pos),
     }
 }
@@ -364,7 +395,7 @@ fn scan_entry_value_general<T: Element>(
             return Ok((value, decimal.end));
         }
     }
-    let (value, end) = scan_whole_grammar::<T>(bytes, pos)?;
+    let (value, end) = scan_long_number::<T>(bytes, pos)?;
     Ok((EntryValue::of(value), end))
 }
 
@@ -444,8 +475,8 @@ impl ShortDecimal {
 
     /// [`EntryValue::of`] the value, told from the digits: an integer that is not negative
     /// (no fraction, or one of zeros) is a byte when it is at most 255, and no other value is.
-    /// A fraction other than zero cannot round onto an integer: the exact conversion applies
-    /// only to a mantissa `M` below `2^p` (`p` the type's significand bits), so the value
+    /// A fraction other than zero cannot round onto an integer: its mantissa `M` (at most six
+    /// digits) is below `2^p` (`p` the type's significand bits, 24 or 53), so the value
     /// `M / 10^d` moves by less than `2^p / 10^d * 2^-p = 10^-d` when rounded, less than its
     /// distance to either integer beside it.
     #[inline(always)]
@@ -462,6 +493,82 @@ impl ShortDecimal {
         self.value().map(EntryValue::Wide)
     }
 }
+
+/// Fractions too long for [`ShortDecimal`]'s word, read as two: an optional `-`, then 1 to
+/// 7 integer digits, a `.`, fraction digits to the end of the first 8 bytes after the sign
+/// and on into the next 8, and the byte that ends the number there, which is not an
+/// exponent's `e`. That is 7 to 14 digits, so the mantissa is below `2^53`. The fractions
+/// `%f` prints (`0.180392`, six decimals) and those `f32` values print as (`0.18039216`)
+/// have this form; the longer ones of `f64` values (`0.1803921568627451`) do not.
+#[derive(Clone, Copy, Debug)]
+struct LongDecimal {
+    negative: bool,
+    /// The digits without the point, as an integer.
+    mantissa: u64,
+    /// How many digits follow the point.
+    fraction_digits: u32,
+    /// The position just past the number.
+    end: usize,
+}
+
+impl LongDecimal {
+    /// The number at `bytes[pos]` when it has this form and the 16 bytes after its sign are
+    /// within `bytes`; `None` otherwise.
+    #[inline(always)]
+    fn scan(bytes: &[u8], pos: usize) -> Option<LongDecimal> {
+        use crate::parser::word::{digit_mask, word_at};
+        let negative = bytes.get(pos) == Some(&b'-');
+        let start = pos + usize::from(negative);
+        let (low, high) = (word_at(bytes, start)?, word_at(bytes, start + 8)?);
+        let (low_lanes, low_others) = digit_mask(low);
+        // The point, the only byte of the first word that is not a digit.
+        let integer_digits = low_others.trailing_zeros() / 8;
+        let point = 8 * integer_digits;
+        if integer_digits == 0
+            || integer_digits == 8
+            || (low >> point) as u8 != b'.'
+            || low_others & (low_others - 1) != 0
+        {
+            return None;
+        }
+        let (high_lanes, high_others) = digit_mask(high);
+        if high_others == 0 {
+            return None; // the fraction may go on past the two words
+        }
+        let high_digits = high_others.trailing_zeros() / 8;
+        let fraction_digits = 7 - integer_digits + high_digits;
+        if fraction_digits == 0 || matches!((high >> (8 * high_digits)) as u8, b'e' | b'E') {
+            return None;
+        }
+        // The first eight digits: those below the point, those above it one lane down, and
+        // the second word's first on top; the second word's others after them.
+        let below = (1 << point) - 1;
+        let first = (low_lanes & below) | (low_lanes >> 8 & !below) | high_lanes << 56;
+        let digits = 7 + high_digits;
+        let mantissa = if digits <= 8 {
+            top_lanes_value(first << (8 * (8 - digits)))
+        } else {
+            let rest = high_lanes >> 8 << (8 * (16 - digits));
+            top_lanes_value(first) * POW10_U64[(digits - 8) as usize] + top_lanes_value(rest)
+        };
+        Some(LongDecimal {
+            negative,
+            mantissa,
+            fraction_digits,
+            end: start + digits as usize + 1,
+        })
+    }
+
+    /// The value [`scan_whole_grammar`] computes from the same mantissa and power of ten,
+    /// when the exact conversion ([`Element::from_decimal_fast`]) applies.
+    #[inline(always)]
+    fn value<T: Element>(&self) -> Option<T> {
+        T::from_decimal_fast(self.negative, self.mantissa, -(self.fraction_digits as i32))
+    }
+}
+
+/// Powers of ten below `10^8`, by exponent.
+const POW10_U64: [u64; 8] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000];
 
 /// The whole grammar, a byte at a time: signs, fractions, exponents, long mantissas.
 #[inline]
@@ -782,7 +889,7 @@ mod tests {
         // value, to the bit (`-0` included), stops where it stops, and an entry value is a
         // byte exactly when the walk's value is; an accepted token has the value the standard
         // library's correctly rounded parser gives it.
-        fn check<T: Element>(text: &str, bits: impl Fn(T) -> u64) -> bool {
+        fn check<T: Element>(text: &str, bits: impl Fn(T) -> u64) -> (bool, bool) {
             let bytes = text.as_bytes();
             let walk = scan_whole_grammar::<T>(bytes, 0);
             let as_bits = |scanned: Result<(T, usize), NumberError>| {
@@ -813,6 +920,11 @@ mod tests {
                     assert_eq!(got, entry_want, "{} {text:?} fast", T::NAME);
                 }
             }
+            let long = LongDecimal::scan(bytes, 0);
+            if let Some(value) = long.and_then(|decimal| decimal.value::<T>()) {
+                let got = Ok((bits(value), long.map_or(0, |decimal| decimal.end)));
+                assert_eq!(got, want, "{} {text:?} in two words", T::NAME);
+            }
             if let Ok((value, end)) = walk {
                 let std = T::parse_token(&text[..end]);
                 assert!(
@@ -821,19 +933,137 @@ mod tests {
                     T::NAME
                 );
             }
-            fast.is_some()
+            (fast.is_some(), long.is_some() && fast.is_none())
         }
         let mut rng = Xorshift::new(0x9e37_79b9_7f4a_7c15);
-        let mut fast = 0;
+        let (mut fast, mut long) = (0, 0);
         for _ in 0..200_000 {
             let text = drawn_number(&mut rng);
-            fast += usize::from(check::<f32>(&text, |v| u64::from(v.to_bits())));
+            let (one_word, two_words) = check::<f32>(&text, |v| u64::from(v.to_bits()));
             check::<f64>(&text, f64::to_bits);
+            fast += usize::from(one_word);
+            long += usize::from(two_words);
         }
-        // The draws reach both the fast path and the walk often.
+        // The draws reach the fast paths and the walk often.
         assert!(
             (20_000..180_000).contains(&fast),
             "{fast} of 200,000 on the fast path"
+        );
+        assert!(
+            (20_000..180_000).contains(&(fast + long)) && long > 20_000,
+            "{long} of 200,000 on the two-word path"
+        );
+    }
+
+    #[test]
+    fn two_word_decimals_end_where_the_walk_ends() {
+        // At the limits of the two words: (text, whether they take it).
+        for (text, taken) in [
+            ("0.18039216 ", true),
+            ("-0.18039216|", true),
+            ("0.180392\n", true),
+            ("1234567.5 ", true),
+            ("1234567.1234567 ", true),
+            ("-0.0000000000000 ", true),
+            ("1234567. ", false),
+            ("12345678.5 ", false),
+            ("1234567.12345678", false),
+            ("12.34567890123456", false),
+            ("0.1803921e5 ", false),
+            ("0.1803921E5 ", false),
+            ("+0.18039216 ", false),
+            (".18039216 ", false),
+            ("0.1 |", false),
+            ("1234567 .5", false),
+            ("123456789012345 ", false),
+        ] {
+            let padded = format!("{text}                ");
+            let bytes = padded.as_bytes();
+            let long = LongDecimal::scan(bytes, 0);
+            assert_eq!(long.is_some(), taken, "{text:?}");
+            agree::<f32>(text, bytes, long, |v| u64::from(v.to_bits()));
+            agree::<f64>(text, bytes, long, f64::to_bits);
+        }
+        // `scan_number` and the two words (when they take the number) give the walk's value
+        // and end.
+        fn agree<T: Element>(
+            text: &str,
+            bytes: &[u8],
+            long: Option<LongDecimal>,
+            bits: impl Fn(T) -> u64,
+        ) {
+            let bits = |(value, end): (T, usize)| (bits(value), end);
+            let walk = scan_whole_grammar::<T>(bytes, 0).map(&bits);
+            let scanned = scan_number::<T>(bytes, 0).map(&bits);
+            assert_eq!(scanned, walk, "{text:?} as {}", T::NAME);
+            if let Some(decimal) = long {
+                if let Some(value) = decimal.value::<T>() {
+                    let two_words = Ok(bits((value, decimal.end)));
+                    assert_eq!(two_words, walk, "{text:?} as {}, two words", T::NAME);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn f32_conversions_through_f64_round_as_std_does() {
+        // (mantissa, power of ten) as text, for std's correctly rounded parser.
+        fn std_f32(mantissa: u64, exp10: i32) -> u32 {
+            format!("{mantissa}e{exp10}")
+                .parse::<f32>()
+                .unwrap()
+                .to_bits()
+        }
+        let mut rng = Xorshift::new(0x2545_f491_4f6c_dd1d);
+        // Mantissas of 1 to 16 digits (below 2^53) and powers of ten within the fast path.
+        for _ in 0..100_000 {
+            let digits = 1 + rng.below(16) as u32;
+            let mantissa = rng.below(10u64.pow(digits).min(1 << 53));
+            let exp10 = rng.below(45) as i32 - 22;
+            match f32::from_decimal_fast(false, mantissa, exp10) {
+                Some(value) => assert_eq!(value.to_bits(), std_f32(mantissa, exp10)),
+                // Refused only halfway between two `f32`s (`3e10` is exactly).
+                None => {
+                    let wide = f64::from_decimal_fast(false, mantissa, exp10).unwrap();
+                    assert_eq!(
+                        wide.to_bits() & ((1 << 29) - 1),
+                        1 << 28,
+                        "{mantissa}e{exp10}"
+                    );
+                }
+            }
+        }
+        // Decimals of 15 and 16 digits closest to the points halfway between two `f32`s:
+        // many round to that point as `f64`s, where rounding again could go the wrong way.
+        let mut halfway = 0;
+        for _ in 0..20_000 {
+            let low = f32::from_bits(0x3580_0000 + rng.below(0x1200_0000) as u32);
+            let high = f32::from_bits(low.to_bits() + 1);
+            let point = (f64::from(low) + f64::from(high)) / 2.0;
+            for digits in [15, 16] {
+                let text = format!("{point:.*e}", digits - 1);
+                let (significand, exponent) = text.split_once('e').unwrap();
+                let nearest: u64 = significand.replace('.', "").parse().unwrap();
+                let exp10 = exponent.parse::<i32>().unwrap() - (digits as i32 - 1);
+                for mantissa in [nearest - 1, nearest, nearest + 1] {
+                    let wide = f64::from_decimal_fast(false, mantissa, exp10);
+                    match f32::from_decimal_fast(false, mantissa, exp10) {
+                        Some(value) => {
+                            assert_eq!(
+                                value.to_bits(),
+                                std_f32(mantissa, exp10),
+                                "{mantissa}e{exp10}"
+                            );
+                        }
+                        None if wide == Some(point) => halfway += 1,
+                        None => assert!(wide.is_none(), "{mantissa}e{exp10} refused"),
+                    }
+                }
+            }
+        }
+        assert!(
+            halfway > 1_000,
+            "{halfway} decimals rounded onto a halfway point"
         );
     }
 
