@@ -53,23 +53,28 @@ pub fn shapes() -> Vec<Shape> {
     ]
 }
 
-/// The sparse and dense shapes with fractional values, as text written by tools that print
-/// a chosen precision: each value of a sparse entry, and each dense feature other than 0,
-/// becomes itself divided by 7 with 1 to 5 decimals (drawn by a fixed generator), so that
-/// the parser's number paths for fractions are measured on numbers of varied lengths.
+/// The sparse and dense shapes with fractional values, as text written by tools:
+/// `-fractions`, those that print a chosen precision, and `-floats`, those that print an
+/// `f32` in its shortest form (Python's `str` of a NumPy `float32`). Each value of a sparse
+/// entry, and each dense feature other than 0, becomes itself divided by 7, with 1 to 5
+/// decimals (drawn by a fixed generator; `0.4286`) or as the shortest decimal that reads back
+/// as the same `f32` (`0.42857143`), so that the parser's number paths for fractions are
+/// measured on numbers of varied lengths.
 pub fn fraction_shapes() -> Vec<Shape> {
-    shapes()
-        .into_iter()
-        .filter(|s| s.name == "sparse" || s.name == "dense")
-        .map(|s| Shape {
-            name: if s.name == "sparse" {
-                "sparse-fractions"
-            } else {
-                "dense-fractions"
-            },
-            ..s
-        })
-        .collect()
+    let mut out = Vec::new();
+    for family in ["fractions", "floats"] {
+        for s in shapes() {
+            let name = match (s.name, family) {
+                ("sparse", "fractions") => "sparse-fractions",
+                ("dense", "fractions") => "dense-fractions",
+                ("sparse", _) => "sparse-floats",
+                ("dense", _) => "dense-floats",
+                _ => continue,
+            };
+            out.push(Shape { name, ..s });
+        }
+    }
+    out
 }
 
 /// Generates the shape's data with the project's deterministic generator (once per target
@@ -81,14 +86,15 @@ pub fn generate(shape: &Shape) -> PathBuf {
     if out.exists() {
         return out;
     }
-    if let Some(base) = shape.name.strip_suffix("-fractions") {
+    if let Some((base, family)) = shape.name.split_once('-') {
         let integers = generate(&Shape {
             name: base,
             n: shape.n,
             inputs: Vec::new(),
         });
         let text = std::fs::read_to_string(integers).expect("generated data is readable");
-        std::fs::write(&out, with_fractions(&text)).expect("bench data is writable");
+        let shortest = family == "floats";
+        std::fs::write(&out, with_fractions(&text, shortest)).expect("bench data is writable");
         return out;
     }
     let script = std::env::var_os("CTF_GEN_SCRIPT")
@@ -110,15 +116,21 @@ pub fn generate(shape: &Shape) -> PathBuf {
 }
 
 /// `text` with the values [`fraction_shapes`] describes rewritten: those after a `:`, and the
-/// tokens other than `0` of the `features` input.
-fn with_fractions(text: &str) -> String {
+/// tokens other than `0` of the `features` input; in an `f32`'s shortest form when
+/// `shortest`, else with 1 to 5 decimals.
+fn with_fractions(text: &str, shortest: bool) -> String {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut fraction = |value: &str| -> String {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         let x: f64 = value.parse::<f64>().expect("an integer value") / 7.0;
-        format!("{x:.*}", 1 + (state % 5) as usize)
+        if shortest {
+            // `Display` prints the shortest decimal that reads back as the same `f32`.
+            (x as f32).to_string()
+        } else {
+            format!("{x:.*}", 1 + (state % 5) as usize)
+        }
     };
     let mut out = String::with_capacity(text.len() * 2);
     for line in text.lines() {
