@@ -517,17 +517,19 @@ impl ShortDecimal {
 
 /// Fractions too long for [`ShortDecimal`]'s word, read as two: an optional `-`, then 1 to
 /// 7 integer digits, a `.`, fraction digits to the end of the first 8 bytes after the sign
-/// and on into the next 8, and the byte that ends the number there, which is not an
-/// exponent's `e`. That is 7 to 14 digits, so the mantissa is below `2^53`. The fractions
-/// `%f` prints (`0.180392`, six decimals) and those `f32` values print as (`0.18039216`)
-/// have this form; the longer ones of `f64` values (`0.1803921568627451`) do not.
+/// and on into the next 8, and within those 8 either the byte that ends the number or an
+/// exponent (`e` or `E`, an optional sign, digits) and the byte that ends it. That is 7 to
+/// 14 digits, so the mantissa is below `2^53`. The fractions `%f` prints (`0.180392`, six
+/// decimals), those `%e` prints (`1.803922e-01`) and those `f32` values print as
+/// (`0.18039216`, `1.2345678e-05`) have this form; the longer ones of `f64` values
+/// (`0.1803921568627451`) do not.
 #[derive(Clone, Copy, Debug)]
 struct LongDecimal {
     negative: bool,
     /// The digits without the point, as an integer.
     mantissa: u64,
-    /// How many digits follow the point.
-    fraction_digits: u32,
+    /// The power of ten that scales the mantissa: the exponent less the fraction digits.
+    exp10: i32,
     /// The position just past the number.
     end: usize,
 }
@@ -558,8 +560,17 @@ impl LongDecimal {
         }
         let high_digits = high_others.trailing_zeros() / 8;
         let fraction_digits = 7 - integer_digits + high_digits;
-        if fraction_digits == 0 || matches!((high >> (8 * high_digits)) as u8, b'e' | b'E') {
-            return None;
+        if fraction_digits == 0 {
+            return None; // no fraction digit (`1234567.`)
+        }
+        let mut end = start + 8 + high_digits as usize;
+        let mut exp10 = -(fraction_digits as i32);
+        if matches!((high >> (8 * high_digits)) as u8, b'e' | b'E') {
+            // The bytes after the `e`, and how many of them the word holds.
+            let after = high >> 8 >> (8 * high_digits);
+            let (exponent, length) = exponent_in(after, 7 - high_digits)?;
+            exp10 += exponent;
+            end += 1 + length;
         }
         // The first eight digits: those below the point, those above it one lane down, and
         // the second word's first on top; the second word's others after them.
@@ -575,8 +586,8 @@ impl LongDecimal {
         Some(LongDecimal {
             negative,
             mantissa,
-            fraction_digits,
-            end: start + digits as usize + 1,
+            exp10,
+            end,
         })
     }
 
@@ -584,8 +595,26 @@ impl LongDecimal {
     /// when the exact conversion ([`Element::from_decimal_fast`]) applies.
     #[inline(always)]
     fn value<T: Element>(&self) -> Option<T> {
-        T::from_decimal_fast(self.negative, self.mantissa, -(self.fraction_digits as i32))
+        T::from_decimal_fast(self.negative, self.mantissa, self.exp10)
     }
+}
+
+/// The exponent at the start of `after` (the bytes after an `e`, the first in the lowest
+/// byte, of which the first `held` are text): an optional sign and digits, ended by a byte
+/// within those held. Returns its value and length; `None` when it has no digits (an error
+/// the walk reports) or may go on past the bytes held.
+#[inline(always)]
+fn exponent_in(after: u64, held: u32) -> Option<(i32, usize)> {
+    let negative = after as u8 == b'-';
+    let signed = u32::from(negative || after as u8 == b'+');
+    let (lanes, digits) = crate::parser::word::digit_lanes(after >> (8 * signed));
+    if digits == 0 || signed + digits >= held {
+        return None;
+    }
+    // At most 6 digits (the word's 8 bytes hold the `e` and the byte after them).
+    let magnitude = lanes_value(lanes, digits) as i32;
+    let exponent = if negative { -magnitude } else { magnitude };
+    Some((exponent, (signed + digits) as usize))
 }
 
 /// Powers of ten below `10^8`, by exponent.
@@ -990,8 +1019,19 @@ mod tests {
             ("12345678.5 ", false),
             ("1234567.12345678", false),
             ("12.34567890123456", false),
-            ("0.1803921e5 ", false),
-            ("0.1803921E5 ", false),
+            ("1.803922e-01 ", true),
+            ("1.2345678e-05|", true),
+            ("-1.803922E+01 ", true),
+            ("1.803922e01x", true),
+            ("12345.6789012e5 ", true),
+            ("1.2345678e-0005 ", true),
+            ("1.803922e ", false),
+            ("1.803922e- ", false),
+            ("1.803922e+x", false),
+            ("1234567.1234567e1", false),
+            ("1.2345678e-00005", false),
+            ("0.1803921e5 ", true),
+            ("0.1803921E5 ", true),
             ("+0.18039216 ", false),
             (".18039216 ", false),
             ("0.1 |", false),
