@@ -2,14 +2,14 @@
 //! scanned number into a correctly rounded `f32` or `f64`.
 //!
 //! The scanner never allocates. Short integers, and short fractions and negative values (at
-//! most six digits), are read eight bytes at a time; fractions of up to 14 digits that end
-//! within 16 bytes (`%f`'s, an `f32`'s shortest form) as two words; other numbers a byte at
-//! a time.
-//! Conversion takes a fast exact path when the decimal mantissa and power of ten are both
-//! exactly representable as `f64`s (one IEEE operation, hence correctly rounded; an `f32`
-//! is that `f64` rounded again, unless it is halfway between two `f32`s), and otherwise
-//! hands the token to the standard library's correctly rounded parser. Values that overflow
-//! the element type are errors, unlike CNTK.
+//! most six digits), are read eight bytes at a time; fractions of up to 14 digits, with or
+//! without an exponent, that end within 16 bytes (`%f`, `%e`, an `f32`'s shortest form) as
+//! two words; other numbers a byte at a time.
+//! Conversion takes a fast path when the decimal mantissa and power of ten are both exactly
+//! representable (one IEEE operation, hence correctly rounded), or, for `f32`, when an
+//! `f64` computation's rounding errors cannot change the `f32` it rounds to; otherwise it
+//! hands the token to the standard library's correctly rounded parser. Values that
+//! overflow the element type are errors, unlike CNTK.
 
 use std::fmt::Debug;
 use std::ops::Neg;
@@ -592,7 +592,7 @@ impl LongDecimal {
     }
 
     /// The value [`scan_whole_grammar`] computes from the same mantissa and power of ten,
-    /// when the exact conversion ([`Element::from_decimal_fast`]) applies.
+    /// when its fast conversion ([`Element::from_decimal_fast`]) takes them.
     #[inline(always)]
     fn value<T: Element>(&self) -> Option<T> {
         T::from_decimal_fast(self.negative, self.mantissa, self.exp10)
