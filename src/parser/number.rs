@@ -60,6 +60,18 @@ const POW10_F64: [f64; 23] = [
 ];
 const POW10_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
 
+/// `m` times `10^exp10` (`exp10` from -22 to 22, each power exact in `f64`), in one
+/// correctly rounded operation.
+#[inline(always)]
+fn scaled(m: f64, exp10: i32) -> f64 {
+    let power = POW10_F64[exp10.unsigned_abs() as usize];
+    if exp10 < 0 {
+        m / power
+    } else {
+        m * power
+    }
+}
+
 impl Element for f64 {
     const NAME: &'static str = "double";
     const ONE: f64 = 1.0;
@@ -69,12 +81,7 @@ impl Element for f64 {
         let magnitude = if exp10 == 0 {
             mantissa as f64 // integer to float conversion rounds once, correctly
         } else if mantissa < (1 << 53) && (-22..=22).contains(&exp10) {
-            let m = mantissa as f64;
-            if exp10 < 0 {
-                m / POW10_F64[(-exp10) as usize]
-            } else {
-                m * POW10_F64[exp10 as usize]
-            }
+            scaled(mantissa as f64, exp10)
         } else {
             return None;
         };
@@ -131,9 +138,7 @@ impl Element for f32 {
                 m * POW10_F32[exp10 as usize]
             }
         } else if (-22..=22).contains(&exp10) {
-            let power = POW10_F64[exp10.unsigned_abs() as usize];
-            let m = mantissa as f64;
-            let wide = if exp10 < 0 { m / power } else { m * power };
+            let wide = scaled(mantissa as f64, exp10);
             // How far from a halfway point the `f64` must be for its `f32` to be the exact
             // value's: off it, when the mantissa is exact; else further than the error of
             // two roundings (the mantissa's and the operation's, each at most 2^-53 of the
@@ -223,12 +228,12 @@ pub(crate) fn leading_digits_value(bytes: &[u8], pos: usize) -> Option<(u64, usi
     Some((lanes_value(x, n), n as usize))
 }
 
-/// The value of the first `n` lanes of `x` (1 to 7), each holding a digit's value, the
+/// The value of the first `n` lanes of `x` (1 to 8), each holding a digit's value, the
 /// first digit in the lowest byte: `x` as [`digit_lanes`](crate::parser::word::digit_lanes)
 /// gives it.
 #[inline(always)]
 pub(crate) fn lanes_value(x: u64, n: u32) -> u64 {
-    debug_assert!((1..8).contains(&n), "{n} digits");
+    debug_assert!((1..=8).contains(&n), "{n} digits");
     // The digits to the top bytes (zeros below are leading zeros), then their value.
     top_lanes_value(x << (8 * (8 - n)))
 }
@@ -420,6 +425,16 @@ fn scan_entry_value_general<T: Element>(
     Ok((EntryValue::of(value), end))
 }
 
+/// Whether the number at `bytes[pos]` starts with `-`, where its digits start, and the 8
+/// bytes there as a word (if `bytes` holds them): what the word-at-a-time scans of signed
+/// numbers start from.
+#[inline(always)]
+fn signed_word(bytes: &[u8], pos: usize) -> Option<(bool, usize, u64)> {
+    let negative = bytes.get(pos) == Some(&b'-');
+    let start = pos + usize::from(negative);
+    Some((negative, start, crate::parser::word::word_at(bytes, start)?))
+}
+
 /// The commonest numbers after short integers, fractions and negative values (`0.3238`,
 /// `-12.5`, `-3`), read as one word: an optional `-`, then, within the 8 bytes after it, 1 to
 /// 6 integer digits, optionally a `.` with at least one fraction digit, and the byte that
@@ -444,9 +459,7 @@ impl ShortDecimal {
     /// within `bytes`; `None` otherwise.
     #[inline(always)]
     fn scan(bytes: &[u8], pos: usize) -> Option<ShortDecimal> {
-        let negative = bytes.get(pos) == Some(&b'-');
-        let start = pos + usize::from(negative);
-        let word = crate::parser::word::word_at(bytes, start)?;
+        let (negative, start, word) = signed_word(bytes, pos)?;
         let (lanes, non_digits) = crate::parser::word::digit_mask(word);
         let integer_digits = (non_digits.trailing_zeros() / 8) as usize;
         if integer_digits == 0 || integer_digits > 6 {
@@ -540,9 +553,8 @@ impl LongDecimal {
     #[inline(always)]
     fn scan(bytes: &[u8], pos: usize) -> Option<LongDecimal> {
         use crate::parser::word::{digit_mask, word_at};
-        let negative = bytes.get(pos) == Some(&b'-');
-        let start = pos + usize::from(negative);
-        let (low, high) = (word_at(bytes, start)?, word_at(bytes, start + 8)?);
+        let (negative, start, low) = signed_word(bytes, pos)?;
+        let high = word_at(bytes, start + 8)?;
         let (low_lanes, low_others) = digit_mask(low);
         // The point, the only byte of the first word that is not a digit.
         let integer_digits = low_others.trailing_zeros() / 8;
@@ -578,10 +590,10 @@ impl LongDecimal {
         let first = (low_lanes & below) | (low_lanes >> 8 & !below) | high_lanes << 56;
         let digits = 7 + high_digits;
         let mantissa = if digits <= 8 {
-            top_lanes_value(first << (8 * (8 - digits)))
+            lanes_value(first, digits)
         } else {
-            let rest = high_lanes >> 8 << (8 * (16 - digits));
-            top_lanes_value(first) * POW10_U64[(digits - 8) as usize] + top_lanes_value(rest)
+            let rest = digits - 8;
+            lanes_value(first, 8) * POW10_U64[rest as usize] + lanes_value(high_lanes >> 8, rest)
         };
         Some(LongDecimal {
             negative,
