@@ -6,14 +6,17 @@
 //! without an exponent, that end within 16 bytes (`%f`, `%e`, an `f32`'s shortest form) as
 //! two words; other numbers a byte at a time.
 //! Conversion takes a fast path when the decimal mantissa and power of ten are both exactly
-//! representable (one IEEE operation, hence correctly rounded), or, for `f32`, when an
-//! `f64` computation's rounding errors cannot change the `f32` it rounds to; otherwise it
-//! hands the token to the standard library's correctly rounded parser. Values that
+//! representable (one IEEE operation, hence correctly rounded); for `f32`, when an `f64`
+//! computation's rounding errors cannot change the `f32` it rounds to; for `f64`, a longer
+//! mantissa (16 to 19 digits) or a power of ten past 10^22 in 128-bit integer arithmetic
+//! (module `long_mantissa`). Otherwise it hands the token to the standard library's
+//! correctly rounded parser. Values that
 //! overflow the element type are errors, unlike CNTK.
 
 use std::fmt::Debug;
 use std::ops::Neg;
 
+use crate::parser::long_mantissa::long_mantissa_f64;
 use crate::parser::values::EntryValue;
 
 /// Element type of decoded values: `f32` or `f64`.
@@ -76,12 +79,19 @@ impl Element for f64 {
     const NAME: &'static str = "double";
     const ONE: f64 = 1.0;
 
+    /// In one operation when the mantissa and the power of ten are exact in `f64` (below
+    /// 2^53, and 10^-22 to 10^22); otherwise by integer arithmetic (module `long_mantissa`:
+    /// powers of ten from 10^-40 to 10^27), so that `f64` values printed in full (16 to 19
+    /// digits) convert here rather than in the standard library's parser.
     #[inline]
     fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<f64> {
         let magnitude = if exp10 == 0 {
             mantissa as f64 // integer to float conversion rounds once, correctly
         } else if mantissa < (1 << 53) && (-22..=22).contains(&exp10) {
             scaled(mantissa as f64, exp10)
+        } else if mantissa != 0 {
+            // 16 to 19 digits, or a power of ten past 10^22 (module `long_mantissa`).
+            long_mantissa_f64(mantissa, exp10)?
         } else {
             return None;
         };
@@ -1111,11 +1121,12 @@ mod tests {
         }
         assert!(refused < 1_500, "{refused} of 100,000 refused");
         assert_eq!(convert(3_402_823_466_385_288_598, 20), Some(f32::MAX));
-        assert_eq!(convert(3_402_823_669_209_384_635, 20), None); // rounds past f32::MAX
-                                                                  // Decimals of 15 to 19 digits closest to the `f64`s at and beside the points
-                                                                  // halfway between two `f32`s, where rounding twice can go the wrong way: those of
-                                                                  // 15 and 16 digits often round onto the point itself as `f64`s, and the longer ones
-                                                                  // round within a few units of the `f64`'s last place of it.
+        // Rounds past f32::MAX.
+        assert_eq!(convert(3_402_823_669_209_384_635, 20), None);
+        // Decimals of 15 to 19 digits closest to the `f64`s at and beside the points halfway
+        // between two `f32`s, where rounding twice can go the wrong way: those of 15 and 16
+        // digits often round onto the point itself as `f64`s, and the longer ones round
+        // within a few units of the `f64`'s last place of it.
         let mut halfway = 0;
         for _ in 0..10_000 {
             let low = f32::from_bits(0x3580_0000 + rng.below(0x1200_0000) as u32);
@@ -1216,6 +1227,18 @@ mod tests {
             "3.4028235e38",
             "1.1754942e-38",
             "7.038531e-26",
+            // Mantissas of 16 to 19 digits (module `long_mantissa`), one exactly halfway
+            // between two `f64`s, and powers of ten at and past that module's range.
+            "0.18039215686274509",
+            "-1.803921568627450955e-01",
+            "8423939962499464.5",
+            "9007199254740993e3",
+            "1234567890123456789e27",
+            "1234567890123456789e28",
+            "9.999999999999999999e-22",
+            "1.000000000000000001e-22",
+            "1.7976931348623157e308",
+            "4.9406564584124654e-324",
         ] {
             assert_eq!(num::<f64>(s).unwrap().0, s.parse::<f64>().unwrap(), "{s}");
             if let Ok(v) = s.parse::<f32>() {
