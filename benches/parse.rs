@@ -1,6 +1,7 @@
 //! Parser throughput on the benchmark shapes of `shared/bench/gen_ctf.py` (dense, sparse,
 //! seq, ragged), generated at bench time with smaller N, and on the sparse and dense shapes
-//! with fractional values (`support::fraction_shapes`), parsed in memory on one core.
+//! with fractional values (`support::fraction_shapes`), parsed in memory on one core: as
+//! `f32`, and the `-doubles` shapes as `f64`.
 //!
 //! The `naive` group runs, on the same data in the same run, the naive single-thread
 //! tokenize-and-parse of `examples/naive_parse.rs` (split on whitespace, `str::parse`): the
@@ -43,10 +44,17 @@ fn bench_parse(c: &mut Criterion) {
     for shape in shapes().into_iter().chain(fraction_shapes()) {
         let data = std::fs::read(generate(&shape)).expect("generated data is readable");
         group.throughput(Throughput::Bytes(data.len() as u64));
-        let mut parser = StreamParser::<f32>::new(&shape.inputs, StreamOptions::default());
-        group.bench_function(format!("{}/f32", shape.name), |b| {
-            b.iter(|| parse_all(&mut parser, &data))
-        });
+        if shape.name.ends_with("-doubles") {
+            let mut parser = StreamParser::<f64>::new(&shape.inputs, StreamOptions::default());
+            group.bench_function(format!("{}/f64", shape.name), |b| {
+                b.iter(|| parse_all(&mut parser, &data))
+            });
+        } else {
+            let mut parser = StreamParser::<f32>::new(&shape.inputs, StreamOptions::default());
+            group.bench_function(format!("{}/f32", shape.name), |b| {
+                b.iter(|| parse_all(&mut parser, &data))
+            });
+        }
     }
     group.finish();
     let mut group = c.benchmark_group("naive");

@@ -54,21 +54,25 @@ pub fn shapes() -> Vec<Shape> {
 }
 
 /// The sparse and dense shapes with fractional values, as text written by tools:
-/// `-fractions`, those that print a chosen precision, and `-floats`, those that print an
-/// `f32` in its shortest form (Python's `str` of a NumPy `float32`). Each value of a sparse
-/// entry, and each dense feature other than 0, becomes itself divided by 7, with 1 to 5
-/// decimals (drawn by a fixed generator; `0.4286`) or as the shortest decimal that reads back
-/// as the same `f32` (`0.42857143`), so that the parser's number paths for fractions are
+/// `-fractions`, those that print a chosen precision, `-floats`, those that print an `f32`
+/// in its shortest form (Python's `str` of a NumPy `float32`), and `-doubles`, those that
+/// print an `f64` in full (NumPy's `savetxt` default, `%.18e`), to be read as `f64`. Each
+/// value of a sparse entry, and each dense feature other than 0, becomes itself divided by
+/// 7, with 1 to 5 decimals (drawn by a fixed generator; `0.4286`), as the shortest decimal
+/// that reads back as the same `f32` (`0.42857143`), or with 18 decimals after one digit
+/// (`4.285714285714285476e-1`), so that the parser's number paths for fractions are
 /// measured on numbers of varied lengths.
 pub fn fraction_shapes() -> Vec<Shape> {
     let mut out = Vec::new();
-    for family in ["fractions", "floats"] {
+    for family in ["fractions", "floats", "doubles"] {
         for s in shapes() {
             let name = match (s.name, family) {
                 ("sparse", "fractions") => "sparse-fractions",
                 ("dense", "fractions") => "dense-fractions",
-                ("sparse", _) => "sparse-floats",
-                ("dense", _) => "dense-floats",
+                ("sparse", "floats") => "sparse-floats",
+                ("dense", "floats") => "dense-floats",
+                ("sparse", _) => "sparse-doubles",
+                ("dense", _) => "dense-doubles",
                 _ => continue,
             };
             out.push(Shape { name, ..s });
@@ -93,8 +97,12 @@ pub fn generate(shape: &Shape) -> PathBuf {
             inputs: Vec::new(),
         });
         let text = std::fs::read_to_string(integers).expect("generated data is readable");
-        let shortest = family == "floats";
-        std::fs::write(&out, with_fractions(&text, shortest)).expect("bench data is writable");
+        let form = match family {
+            "floats" => Fraction::Shortest,
+            "doubles" => Fraction::Full,
+            _ => Fraction::Decimals,
+        };
+        std::fs::write(&out, with_fractions(&text, form)).expect("bench data is writable");
         return out;
     }
     let script = std::env::var_os("CTF_GEN_SCRIPT")
@@ -115,21 +123,31 @@ pub fn generate(shape: &Shape) -> PathBuf {
     out
 }
 
+/// How [`with_fractions`] prints a value.
+#[derive(Clone, Copy, PartialEq)]
+enum Fraction {
+    /// With 1 to 5 decimals.
+    Decimals,
+    /// In an `f32`'s shortest form.
+    Shortest,
+    /// As an `f64` in full: one digit, 18 decimals and an exponent.
+    Full,
+}
+
 /// `text` with the values [`fraction_shapes`] describes rewritten: those after a `:`, and the
-/// tokens other than `0` of the `features` input; in an `f32`'s shortest form when
-/// `shortest`, else with 1 to 5 decimals.
-fn with_fractions(text: &str, shortest: bool) -> String {
+/// tokens other than `0` of the `features` input, in the form `form`.
+fn with_fractions(text: &str, form: Fraction) -> String {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut fraction = |value: &str| -> String {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         let x: f64 = value.parse::<f64>().expect("an integer value") / 7.0;
-        if shortest {
+        match form {
             // `Display` prints the shortest decimal that reads back as the same `f32`.
-            (x as f32).to_string()
-        } else {
-            format!("{x:.*}", 1 + (state % 5) as usize)
+            Fraction::Shortest => (x as f32).to_string(),
+            Fraction::Full => format!("{x:.18e}"),
+            Fraction::Decimals => format!("{x:.*}", 1 + (state % 5) as usize),
         }
     };
     let mut out = String::with_capacity(text.len() * 2);
