@@ -8,10 +8,11 @@
 //! 10^27, the product of the mantissa and the power of five is exact in a `u128` and
 //! converts to `f64` with one correct rounding, then scales by the power of two exactly.
 //! Divided by 10^1 to 10^40, the mantissa is multiplied by a 128-bit reciprocal of the
-//! power of five, which puts the exact quotient within two units of the product's last place:
-//! the bits below the `f64`'s 53 then decide the rounding, unless they are within two units
-//! of the halfway point, where the caller falls back on the standard library (one decimal
-//! in about 2^70 of those drawn at random).
+//! power of five, which puts the exact quotient within four units of the last place of the
+//! product's top 128 bits (aligned to bit 127): the 75 bits below the `f64`'s 53 then decide
+//! the rounding, unless they are within four units of the halfway point, where the caller
+//! falls back on the standard library (exact ties such as `8423939962499464.5`; about one
+//! decimal in 2^70 of those drawn at random otherwise).
 
 /// Largest power of ten a mantissa is multiplied by here: 5^27 is the largest power of
 /// five below 2^63, so the product with a `u64` fits a `u128`.

@@ -4,14 +4,14 @@
 //! The scanner never allocates. Short integers, and short fractions and negative values (at
 //! most six digits), are read eight bytes at a time; fractions of up to 14 digits, with or
 //! without an exponent, that end within 16 bytes (`%f`, `%e`, an `f32`'s shortest form) as
-//! two words; other numbers a byte at a time.
+//! two words, and of 15 to 19 digits that end within the first 4 bytes of a third (an `f64`
+//! printed in full, `%.18e`) as three; other numbers a byte at a time.
 //! Conversion takes a fast path when the decimal mantissa and power of ten are both exactly
 //! representable (one IEEE operation, hence correctly rounded); for `f32`, when an `f64`
 //! computation's rounding errors cannot change the `f32` it rounds to; for `f64`, a longer
 //! mantissa (16 to 19 digits) or a power of ten past 10^22 in 128-bit integer arithmetic
 //! (module `long_mantissa`). Otherwise it hands the token to the standard library's
-//! correctly rounded parser. Values that
-//! overflow the element type are errors, unlike CNTK.
+//! correctly rounded parser. Values that overflow the element type are errors, unlike CNTK.
 
 use std::fmt::Debug;
 use std::ops::Neg;
@@ -613,10 +613,8 @@ impl LongDecimal {
             exp10 += exponent;
             end += 1 + length;
         }
-        // The first eight digits: those below the point, those above it one lane down, and
-        // the second word's first on top; the second word's others after them.
-        let below = (1 << point) - 1;
-        let first = (low_lanes & below) | (low_lanes >> 8 & !below) | high_lanes << 56;
+        // The first eight digits, then the second word's others after them.
+        let first = first_eight_digits(low_lanes, point, high_lanes);
         let digits = 7 + high_digits;
         let mantissa = if digits <= 8 {
             lanes_value(first, digits)
@@ -665,9 +663,8 @@ impl LongDecimal {
             exp10 += exponent;
             end += 1 + length;
         }
-        // The first eight digits as in `scan`, the second word's other seven, the tail's.
-        let below = (1 << point) - 1;
-        let first = (low_lanes & below) | (low_lanes >> 8 & !below) | high_lanes << 56;
+        // The first eight digits, the second word's other seven, the tail's.
+        let first = first_eight_digits(low_lanes, point, high_lanes);
         let mut mantissa = lanes_value(first, 8) * POW10_U64[7] + lanes_value(high_lanes >> 8, 7);
         if tail_digits > 0 {
             mantissa =
@@ -687,6 +684,15 @@ impl LongDecimal {
     fn value<T: Element>(&self) -> Option<T> {
         T::from_decimal_fast(self.negative, self.mantissa, self.exp10)
     }
+}
+
+/// The first eight digit lanes of a [`LongDecimal`]: its first word's digit lanes
+/// (`low_lanes`) below the point (at bit `point`), those above it one lane down, and the
+/// second word's first digit (of `high_lanes`) on top.
+#[inline(always)]
+fn first_eight_digits(low_lanes: u64, point: u32, high_lanes: u64) -> u64 {
+    let below = (1 << point) - 1;
+    (low_lanes & below) | (low_lanes >> 8 & !below) | high_lanes << 56
 }
 
 /// The exponent at the start of `after` (the bytes after an `e`, the first in the lowest
