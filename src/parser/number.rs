@@ -604,29 +604,13 @@ impl LongDecimal {
         if fraction_digits == 0 {
             return None; // no fraction digit (`1234567.`)
         }
-        let mut end = start + 8 + high_digits as usize;
-        let mut exp10 = -(fraction_digits as i32);
-        if matches!((high >> (8 * high_digits)) as u8, b'e' | b'E') {
-            // The bytes after the `e`, and how many of them the word holds.
-            let after = high >> 8 >> (8 * high_digits);
-            let (exponent, length) = exponent_in(after, 7 - high_digits)?;
-            exp10 += exponent;
-            end += 1 + length;
-        }
-        // The first eight digits, then the second word's others after them.
-        let first = first_eight_digits(low_lanes, point, high_lanes);
-        let digits = 7 + high_digits;
-        let mantissa = if digits <= 8 {
-            lanes_value(first, digits)
-        } else {
-            let rest = digits - 8;
-            lanes_value(first, 8) * POW10_U64[rest as usize] + lanes_value(high_lanes >> 8, rest)
-        };
+        // An exponent must end within the second word.
+        let (exponent, length) = exponent_after(high, high_digits, || None)?;
         Some(LongDecimal {
             negative,
-            mantissa,
-            exp10,
-            end,
+            mantissa: two_word_value(low_lanes, point, high_lanes, 7 + high_digits),
+            exp10: exponent - fraction_digits as i32,
+            end: start + 8 + high_digits as usize + length,
         })
     }
 
@@ -650,22 +634,12 @@ impl LongDecimal {
         if tail_digits > 4 {
             return None; // over 19 digits, or on past the third word
         }
-        let integer_digits = point / 8;
-        let mut exp10 = -((15 - integer_digits + tail_digits) as i32);
-        let mut end = start + 16 + tail_digits as usize;
-        if matches!((tail >> (8 * tail_digits)) as u8, b'e' | b'E') {
-            // The bytes after the `e` to the word's end, then the byte after the word: the
-            // exponent may end with the word.
-            let held = 7 - tail_digits;
-            let next = u64::from(*bytes.get(start + 24)?);
-            let after = tail >> 8 >> (8 * tail_digits) | next << (8 * held);
-            let (exponent, length) = exponent_in(after, held + 1)?;
-            exp10 += exponent;
-            end += 1 + length;
-        }
-        // The first eight digits, the second word's other seven, the tail's.
-        let first = first_eight_digits(low_lanes, point, high_lanes);
-        let mut mantissa = lanes_value(first, 8) * POW10_U64[7] + lanes_value(high_lanes >> 8, 7);
+        let fraction_digits = 15 - point / 8 + tail_digits;
+        // An exponent may end with the third word: the byte after it shows where.
+        let (exponent, length) =
+            exponent_after(tail, tail_digits, || bytes.get(start + 24).copied())?;
+        // The two words' 15 digits, then the tail's.
+        let mut mantissa = two_word_value(low_lanes, point, high_lanes, 15);
         if tail_digits > 0 {
             mantissa =
                 mantissa * POW10_U64[tail_digits as usize] + lanes_value(tail_lanes, tail_digits);
@@ -673,8 +647,8 @@ impl LongDecimal {
         Some(LongDecimal {
             negative,
             mantissa,
-            exp10,
-            end,
+            exp10: exponent - fraction_digits as i32,
+            end: start + 16 + tail_digits as usize + length,
         })
     }
 
@@ -686,13 +660,43 @@ impl LongDecimal {
     }
 }
 
-/// The first eight digit lanes of a [`LongDecimal`]: its first word's digit lanes
-/// (`low_lanes`) below the point (at bit `point`), those above it one lane down, and the
-/// second word's first digit (of `high_lanes`) on top.
+/// The value of a [`LongDecimal`]'s first `digits` digits (1 to 15), given its first word's
+/// digit lanes (`low_lanes`), the bit position of its point, and its second word's lanes:
+/// the first eight are the first word's lanes below the point, those above it one lane
+/// down, and the second word's first on top; the second word's others follow.
 #[inline(always)]
-fn first_eight_digits(low_lanes: u64, point: u32, high_lanes: u64) -> u64 {
+fn two_word_value(low_lanes: u64, point: u32, high_lanes: u64, digits: u32) -> u64 {
     let below = (1 << point) - 1;
-    (low_lanes & below) | (low_lanes >> 8 & !below) | high_lanes << 56
+    let first = (low_lanes & below) | (low_lanes >> 8 & !below) | high_lanes << 56;
+    if digits <= 8 {
+        lanes_value(first, digits)
+    } else {
+        let rest = digits - 8;
+        lanes_value(first, 8) * POW10_U64[rest as usize] + lanes_value(high_lanes >> 8, rest)
+    }
+}
+
+/// The exponent, if any, of a [`LongDecimal`] whose digits end `digits` bytes into its last
+/// word, `word`: `(0, 0)` when the byte there is not `e` or `E`, else the exponent's value
+/// and its length with the `e`. The exponent must end within the word, or with it when
+/// `next` gives the byte after the word; `None` when it has no digits or may go on.
+#[inline(always)]
+fn exponent_after(
+    word: u64,
+    digits: u32,
+    next: impl FnOnce() -> Option<u8>,
+) -> Option<(i32, usize)> {
+    if !matches!((word >> (8 * digits)) as u8, b'e' | b'E') {
+        return Some((0, 0));
+    }
+    // The bytes after the `e`, and how many of them are text.
+    let (mut after, mut held) = (word >> 8 >> (8 * digits), 7 - digits);
+    if let Some(byte) = next() {
+        after |= u64::from(byte) << (8 * held);
+        held += 1;
+    }
+    let (exponent, length) = exponent_in(after, held)?;
+    Some((exponent, 1 + length))
 }
 
 /// The exponent at the start of `after` (the bytes after an `e`, the first in the lowest
