@@ -15,6 +15,11 @@ targets=("$@")
 export RUSTC_BOOTSTRAP=1
 # cargo fuzz defaults to the host triple and `-Zsanitizer=address`; its own target directory.
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$PWD/target/fuzz}"
+# The c_api and index_cache targets write their data files under the temporary directory and
+# libFuzzer exits without running destructors: give them one that goes when the script ends.
+TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/ctf-fuzz.XXXXXX")
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
 
 corpus_for() {
     local target=$1 dir=fuzz/corpus/$1
