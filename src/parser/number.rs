@@ -2,7 +2,8 @@
 //! scanned number into a correctly rounded `f32` or `f64`.
 //!
 //! The scanner never allocates. Short integers, and short fractions and negative values (at
-//! most six digits), are read eight bytes at a time; fractions of up to 14 digits, with or
+//! most six digits, with or without an exponent that ends within the 8 bytes after its `e`),
+//! are read eight bytes at a time; fractions of up to 14 digits, with or
 //! without an exponent, that end within 16 bytes (`%f`, `%e`, an `f32`'s shortest form) as
 //! two words, and of 15 to 19 digits that end within the first 4 bytes of a third (an `f64`
 //! printed in full, `%.18e`) as three; other numbers a byte at a time.
@@ -459,8 +460,11 @@ fn signed_word(bytes: &[u8], pos: usize) -> Option<(bool, usize, u64)> {
 /// The commonest numbers after short integers, fractions and negative values (`0.3238`,
 /// `-12.5`, `-3`), read as one word: an optional `-`, then, within the 8 bytes after it, 1 to
 /// 6 integer digits, optionally a `.` with at least one fraction digit, and the byte that
-/// ends the number, which is not an exponent's `e`. The point is taken out of the word, so
-/// that one conversion gives the mantissa.
+/// ends the number. The point is taken out of the word, so that one conversion gives the
+/// mantissa. That byte may instead be an exponent's `e` (or `E`) when the exponent (an
+/// optional sign and its digits) and the byte that ends it lie within the 8 bytes after it:
+/// the forms `%g` and Python's `repr` give small and large values (`1e-05`, `2.5e-07`,
+/// `1.23457e-05`, `1e+16`).
 #[derive(Clone, Copy, Debug)]
 struct ShortDecimal {
     negative: bool,
@@ -471,15 +475,18 @@ struct ShortDecimal {
     integer_digits: usize,
     /// How many of `lanes` follow the point (0 without one).
     fraction_digits: usize,
+    /// The exponent after the digits (0 without one).
+    exponent: i32,
     /// The position just past the number.
     end: usize,
 }
 
 impl ShortDecimal {
-    /// The number at `bytes[pos]` when it has this form and the 8 bytes after its sign are
-    /// within `bytes`; `None` otherwise.
+    /// The number at `bytes[pos]` when it has this form and the 8 bytes after its sign (and
+    /// with an exponent, the 8 after its `e`) are within `bytes`; `None` otherwise.
     #[inline(always)]
     fn scan(bytes: &[u8], pos: usize) -> Option<ShortDecimal> {
+        use crate::parser::word::word_at;
         let (negative, start, word) = signed_word(bytes, pos)?;
         let (lanes, non_digits) = crate::parser::word::digit_mask(word);
         let integer_digits = (non_digits.trailing_zeros() / 8) as usize;
@@ -505,15 +512,21 @@ impl ShortDecimal {
         } else {
             (lanes, 0)
         };
-        let end = start + integer_digits + fraction_digits + usize::from(fraction_digits > 0);
-        if matches!(bytes.get(end), Some(b'e' | b'E')) {
-            return None;
-        }
+        let digits_end =
+            start + integer_digits + fraction_digits + usize::from(fraction_digits > 0);
+        let (exponent, end) = match bytes.get(digits_end) {
+            Some(b'e' | b'E') => {
+                let (exponent, length) = exponent_in(word_at(bytes, digits_end + 1)?, 8)?;
+                (exponent, digits_end + 1 + length)
+            }
+            _ => (0, digits_end),
+        };
         Some(ShortDecimal {
             negative,
             lanes,
             integer_digits,
             fraction_digits,
+            exponent,
             end,
         })
     }
@@ -525,17 +538,22 @@ impl ShortDecimal {
     fn value<T: Element>(&self) -> Option<T> {
         let digits = (self.integer_digits + self.fraction_digits) as u32;
         let mantissa = lanes_value(self.lanes, digits);
-        T::from_decimal_fast(self.negative, mantissa, -(self.fraction_digits as i32))
+        let exp10 = self.exponent - self.fraction_digits as i32;
+        T::from_decimal_fast(self.negative, mantissa, exp10)
     }
 
-    /// [`EntryValue::of`] the value, told from the digits: an integer that is not negative
-    /// (no fraction, or one of zeros) is a byte when it is at most 255, and no other value is.
-    /// A fraction other than zero cannot round onto an integer: its mantissa `M` (at most six
-    /// digits) is below `2^p` (`p` the type's significand bits, 24 or 53), so the value
-    /// `M / 10^d` moves by less than `2^p / 10^d * 2^-p = 10^-d` when rounded, less than its
-    /// distance to either integer beside it.
+    /// [`EntryValue::of`] the value, told from the digits when there is no exponent: an
+    /// integer that is not negative (no fraction, or one of zeros) is a byte when it is at
+    /// most 255, and no other value is. A fraction other than zero cannot round onto an
+    /// integer: its mantissa `M` (at most six digits) is below `2^p` (`p` the type's
+    /// significand bits, 24 or 53), so the value `M / 10^d` moves by less than
+    /// `2^p / 10^d * 2^-p = 10^-d` when rounded, less than its distance to either integer
+    /// beside it. With an exponent, from the converted value.
     #[inline(always)]
     fn entry_value<T: Element>(&self) -> Option<EntryValue<T>> {
+        if self.exponent != 0 {
+            return self.value().map(EntryValue::of);
+        }
         let fraction = self.lanes >> (8 * self.integer_digits);
         if fraction & ((1 << (8 * self.fraction_digits)) - 1) == 0 && !self.negative {
             // Below 10^6: exact in either type, as the walk's value is.
@@ -711,7 +729,7 @@ fn exponent_in(after: u64, held: u32) -> Option<(i32, usize)> {
     if digits == 0 || signed + digits >= held {
         return None;
     }
-    // At most 6 digits (the word's 8 bytes hold the `e` and the byte after them).
+    // At most 7 digits (`held` is at most 8 and holds the byte after them).
     let magnitude = lanes_value(lanes, digits) as i32;
     let exponent = if negative { -magnitude } else { magnitude };
     Some((exponent, (signed + digits) as usize))
@@ -993,7 +1011,8 @@ mod tests {
 
     /// A number of the forms the fast paths take and of those they leave to the walk, with
     /// what may follow it: an optional sign, 0 to 9 integer digits (leading zeros now and
-    /// then), a point with 0 to 9 fraction digits or none, an exponent or none, then a byte
+    /// then), a point with 0 to 9 fraction digits or none, an exponent of 0 to 9 digits or
+    /// none, then a byte
     /// that ends or continues a number, and the buffer ending there or going on.
     fn drawn_number(rng: &mut Xorshift) -> String {
         let digits = |rng: &mut Xorshift, most: u64| -> String {
@@ -1033,7 +1052,9 @@ mod tests {
         }
         if rng.below(8) == 0 {
             text += rng.pick(&["e", "E", "e-", "e+"]);
-            text += &digits(rng, 3);
+            // Now and then past the 7 digits an exponent may have within a word.
+            let most = if rng.below(8) == 0 { 9 } else { 3 };
+            text += &digits(rng, most);
         }
         text += rng.pick(&["", " ", "|", "\n", ":", ".", ".5", "e", "x", "-1"]);
         if rng.below(4) != 0 {
@@ -1048,7 +1069,7 @@ mod tests {
         // value, to the bit (`-0` included), stops where it stops, and an entry value is a
         // byte exactly when the walk's value is; an accepted token has the value the standard
         // library's correctly rounded parser gives it.
-        fn check<T: Element>(text: &str, bits: impl Fn(T) -> u64) -> (bool, bool, bool) {
+        fn check<T: Element>(text: &str, bits: impl Fn(T) -> u64) -> [bool; 4] {
             let bytes = text.as_bytes();
             let walk = scan_whole_grammar::<T>(bytes, 0);
             let as_bits = |scanned: Result<(T, usize), NumberError>| {
@@ -1097,20 +1118,33 @@ mod tests {
                 let mantissa = text[..decimal.end].split(['e', 'E']).next().unwrap_or("");
                 mantissa.bytes().filter(u8::is_ascii_digit).count() > 14
             });
-            (fast.is_some(), long.is_some() && fast.is_none(), three)
+            // Taken as one word with an exponent.
+            let short_exponent =
+                fast.is_some_and(|decimal| text[..decimal.end].contains(['e', 'E']));
+            [
+                fast.is_some(),
+                long.is_some() && fast.is_none(),
+                three,
+                short_exponent,
+            ]
         }
         let mut rng = Xorshift::new(0x9e37_79b9_7f4a_7c15);
-        let (mut fast, mut long, mut three) = (0, 0, 0);
+        let (mut fast, mut long, mut three, mut short_exponent) = (0, 0, 0, 0);
         for _ in 0..200_000 {
             let text = drawn_number(&mut rng);
-            let (one_word, two_words, three_words) =
+            let [one_word, two_words, three_words, exponent] =
                 check::<f32>(&text, |v| u64::from(v.to_bits()));
             check::<f64>(&text, f64::to_bits);
             fast += usize::from(one_word);
             long += usize::from(two_words);
             three += usize::from(three_words);
+            short_exponent += usize::from(exponent);
         }
         assert!(three > 5_000, "{three} of 200,000 in three words");
+        assert!(
+            short_exponent > 1_500,
+            "{short_exponent} of 200,000 in one word with an exponent"
+        );
         // The draws reach the fast paths and the walk often.
         assert!(
             (15_000..180_000).contains(&fast),
@@ -1120,6 +1154,74 @@ mod tests {
             (20_000..180_000).contains(&(fast + long)) && long > 20_000,
             "{long} of 200,000 on the two-word path"
         );
+    }
+
+    #[test]
+    fn one_word_exponents_end_where_the_walk_ends() {
+        // At the limits of the word after the `e`: (text, whether the one-word scan takes
+        // it). What it takes, `scan_number` and `scan_entry_value` give as the walk does.
+        for (text, taken) in [
+            ("1e-05 ", true),
+            ("1e5|", true),
+            ("-2.5e-07\n", true),
+            ("1.23457e-05 ", true),
+            ("12345.5E+12:", true),
+            ("123456.5E+12:", false), // the fraction may go on past the word
+            ("1e+16 ", true),
+            ("2.5e2 ", true), // 250: a byte as an entry value
+            ("-0e7 ", true),  // minus zero
+            ("1e-000005 ", true),
+            ("1e-0000005 ", false), // the exponent's end is past the word
+            ("1e0000005 ", true),
+            ("1e1234567 ", true), // overflow: taken, but the walk reports it
+            ("1e12345678 ", false),
+            ("1e-123456 ", true), // zero
+            ("1.5e ", false),
+            ("1.5e- ", false),
+            ("1.5E+|", false),
+            ("1234567e-3 ", false),
+            ("5.e3 ", false),
+        ] {
+            let padded = format!("{text}        ");
+            let bytes = padded.as_bytes();
+            let short = ShortDecimal::scan(bytes, 0);
+            assert_eq!(short.is_some(), taken, "{text:?}");
+            agree::<f32>(text, bytes, short, |v| u64::from(v.to_bits()));
+            agree::<f64>(text, bytes, short, f64::to_bits);
+        }
+        // The 8 bytes after the `e` must be within the buffer.
+        assert!(ShortDecimal::scan(b"1.5e-05 ", 0).is_none());
+        assert!(ShortDecimal::scan(b"1.5e-05         ", 0).is_some());
+        fn agree<T: Element>(
+            text: &str,
+            bytes: &[u8],
+            short: Option<ShortDecimal>,
+            bits: impl Fn(T) -> u64,
+        ) {
+            let bits = |(value, end): (T, usize)| (bits(value), end);
+            let walk = scan_whole_grammar::<T>(bytes, 0);
+            assert_eq!(
+                scan_number::<T>(bytes, 0).map(&bits),
+                walk.map(&bits),
+                "{text:?} as {}",
+                T::NAME
+            );
+            let as_entry = |(value, end): (EntryValue<T>, usize)| match value {
+                EntryValue::Byte(byte) => (Some(byte), bits((T::from_byte(byte), end))),
+                EntryValue::Wide(value) => (None, bits((value, end))),
+            };
+            let entry_want = walk.map(|(value, end)| as_entry((EntryValue::of(value), end)));
+            assert_eq!(
+                scan_entry_value::<T>(bytes, 0).map(as_entry),
+                entry_want,
+                "{text:?} as an entry of {}",
+                T::NAME
+            );
+            if let Some(value) = short.and_then(|decimal| decimal.value::<T>()) {
+                let end = short.map_or(0, |decimal| decimal.end);
+                assert_eq!(Ok(bits((value, end))), walk.map(&bits), "{text:?} one word");
+            }
+        }
     }
 
     #[test]
