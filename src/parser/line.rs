@@ -24,7 +24,7 @@ use crate::config::{InputConfig, StorageFormat};
 use crate::diag::{Diagnostic, Severity};
 use crate::parser::block::{digits, eight_digit_starts, ends_before, matches, BLOCK};
 use crate::parser::columns::{InputColumn, ParsedSequences, MAX_COLUMN_ENTRIES};
-use crate::parser::dense_digits::digit_values;
+use crate::parser::dense_digits::{short_values, Decimals, Integers};
 #[cfg(target_arch = "x86_64")]
 use crate::parser::entry_vectors;
 use crate::parser::entry_vectors::EntryGroup;
@@ -910,7 +910,7 @@ pub(super) fn skip_space(buf: &[u8], mut pos: usize) -> usize {
 /// A zero value ended by a space.
 const ZERO: &[u8; 2] = b"0 ";
 
-/// The smallest dim whose samples are read by [`digit_values`] first.
+/// The smallest dim whose samples are read by [`short_values`] first.
 const FEWEST_DENSE_DIGIT_VALUES: usize = 8;
 
 /// Four zero values, each ended by a space: what [`four_zeros_at`] looks for.
@@ -1646,23 +1646,24 @@ impl LineParser {
         let column = &mut out.columns[input];
         // Zero-filled first: a short sample is then already padded.
         let sample_start = column.push_zero_sample();
-        // Its plain integers from bit masks while they last; the loop below reads the rest.
-        // Not for a few values: the masks of a window cost about what eight values do.
+        // Its short values from bit masks while they last (plain integers for a column of
+        // bytes, short decimals for one of `T`); the loop below reads the rest. Not for a few
+        // values: the masks of a window cost about what eight values do.
         let (mut pos, mut count) = match column.value_tier {
             _ if dim < FEWEST_DENSE_DIGIT_VALUES => (pos, 0),
-            ValueTier::Bytes => digit_values(
+            ValueTier::Bytes => short_values(
                 buf,
                 skip_space(buf, pos),
                 &mut column.byte_values[sample_start..sample_start + dim],
                 0,
-                |v| u8::try_from(v).ok(),
+                Integers(|v| u8::try_from(v).ok()),
             ),
-            ValueTier::Stored => digit_values(
+            ValueTier::Stored => short_values(
                 buf,
                 skip_space(buf, pos),
                 &mut column.values[sample_start..sample_start + dim],
                 0,
-                |v| Some(T::from_u64(v)),
+                Decimals,
             ),
             ValueTier::Ones => (pos, 0),
         };

@@ -33,6 +33,13 @@ pub trait Element:
     /// rounding), else `None`: the caller then parses the token with
     /// [`parse_token`](Self::parse_token).
     fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<Self>;
+    /// The value of a short decimal, `mantissa` (below `10^7`) over `10^fraction_digits` (at
+    /// most 7), negated when `negative`: what [`from_decimal_fast`](Self::from_decimal_fast)
+    /// gives for them, without a branch on them. Both are exact in either type (`10^7` is
+    /// below `2^24`, and `10^7` is `2^7` times `5^7`), so one division rounds correctly,
+    /// and `from_decimal_fast` divides the same two (or, with no fraction digits, converts
+    /// the mantissa: the same value); the sign is set on the bits, `-0` included.
+    fn from_short_decimal(negative: bool, mantissa: u32, fraction_digits: u32) -> Self;
     /// Correctly rounded conversion of a token in the accepted grammar; `None` on overflow.
     fn parse_token(token: &str) -> Option<Self>;
     /// Converts an integer, rounding correctly.
@@ -94,6 +101,12 @@ impl Element for f64 {
             return long_f64(negative, mantissa, exp10);
         };
         Some(if negative { -magnitude } else { magnitude })
+    }
+
+    #[inline(always)]
+    fn from_short_decimal(negative: bool, mantissa: u32, fraction_digits: u32) -> f64 {
+        let magnitude = f64::from(mantissa) / POW10_F64[fraction_digits as usize];
+        f64::from_bits(magnitude.to_bits() | u64::from(negative) << 63)
     }
 
     #[inline]
@@ -180,6 +193,12 @@ impl Element for f32 {
             return None;
         };
         Some(if negative { -magnitude } else { magnitude })
+    }
+
+    #[inline(always)]
+    fn from_short_decimal(negative: bool, mantissa: u32, fraction_digits: u32) -> f32 {
+        let magnitude = mantissa as f32 / POW10_F32[fraction_digits as usize];
+        f32::from_bits(magnitude.to_bits() | u32::from(negative) << 31)
     }
 
     #[inline]
