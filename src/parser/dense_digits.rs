@@ -95,57 +95,29 @@ impl<E, F: Fn(u64) -> Option<E>> ValueForm<E> for Integers<F> {
         count: &mut usize,
     ) -> (u64, Result<usize, usize>) {
         let digits = digits(block);
+        let convert = &self.0;
         // The spaces that end the values to read: with no shape check when every value up
         // to the run's last space is 1 to 7 digits, else each value checked on the masks.
         match well_formed_run(spaces, digits) {
             Some(ends) => (
                 ends,
-                read_values::<E, false>(window, digits, ends, sample, count, &self.0),
+                read_placed(block, ends, sample, count, |start, end| {
+                    value_at(window, start, end - start).and_then(convert)
+                }),
             ),
             None => (
                 spaces,
-                read_values::<E, true>(window, digits, spaces, sample, count, &self.0),
+                read_placed(block, spaces, sample, count, |start, end| {
+                    let len = end - start;
+                    let all = (1u64 << len) - 1;
+                    if !((1..=7).contains(&len) && (digits >> start) & all == all) {
+                        return None;
+                    }
+                    value_at(window, start, len).and_then(convert)
+                }),
             ),
         }
     }
-}
-
-/// Reads into `sample[*count..]` the values of `window` ended by the spaces of `ends`, the
-/// first at the window's start, each checked on the `digits` mask to be 1 to 7 digits when
-/// `CHECKED` (else the caller found them so). `Ok` with where the value after the last space
-/// starts, or `Err` with where the first value not read starts (of another shape, one
-/// `convert` refuses, or past the sample). One loop, instantiated with and without the
-/// checks: a check on a flag inside it cost the well-formed runs a sixth more instructions.
-#[inline(always)]
-fn read_values<E, const CHECKED: bool>(
-    window: &[u8; WINDOW],
-    digits: u64,
-    ends: u64,
-    sample: &mut [E],
-    count: &mut usize,
-    convert: &impl Fn(u64) -> Option<E>,
-) -> Result<usize, usize> {
-    let mut start = 0;
-    let mut rest = ends;
-    while rest != 0 {
-        let space = rest.trailing_zeros() as usize;
-        rest &= rest - 1;
-        let len = space - start;
-        if CHECKED {
-            let all = (1u64 << len) - 1;
-            if !((1..=7).contains(&len) && (digits >> start) & all == all) {
-                return Err(start);
-            }
-        }
-        let value = value_at(window, start, len).and_then(convert);
-        let (Some(value), Some(slot)) = (value, sample.get_mut(*count)) else {
-            return Err(start);
-        };
-        *slot = value;
-        *count += 1;
-        start = space + 1;
-    }
-    Ok(start)
 }
 
 /// The value of the `len` digits (1 to 7) at `window[start..]`.
@@ -192,47 +164,62 @@ impl<T: Element> ValueForm<T> for Decimals {
         let points = matches(block, [b'.']);
         let minus = matches(block, [b'-']);
         let ends = ends_before(spaces, !(spaces | digits | points | minus));
-        // The values that fit the sample: a run past its end stops before the first that
-        // does not (the next window then reads none), which the general loop reports.
-        let room = sample.len() - *count;
-        let kept = match ends.count_ones() as usize {
-            n if n <= room => ends,
-            _ => lowest_bits(ends, room),
-        };
-        // A lone `0` (a value's first byte, an end after it) is already in the sample: where
-        // there are some, only the other values are read.
-        let zero_starts = (kept << 1 | 1) & matches(block, [b'0']);
-        let lone_zero_ends = zero_starts << 1 & kept;
         let masks = (digits, points, minus);
-        let read = if lone_zero_ends == 0 {
-            read_decimals::<T, false>(window, masks, kept, kept, sample, count)
-        } else {
-            read_decimals::<T, true>(window, masks, kept, kept & !lone_zero_ends, sample, count)
-        };
-        if let Err(start) = read {
-            return (ends, Err(start));
-        }
-        *count += kept.count_ones() as usize;
-        (ends, Ok(after_last(kept)))
+        let read = read_placed(block, ends, sample, count, |start, end| {
+            decimal_at(window, masks, start, end)
+        });
+        (ends, read)
     }
 }
 
-/// Reads into the sample the values of `window` that the spaces of `read` end, of the
-/// values that those of `ends` end (`read` a subset of them, the first value at the
-/// window's start), each into its place: `*count` plus the ends before it. When
+/// Reads into `sample[*count..]` the values of a window ended by the spaces of `ends` (the
+/// first at the window's start; `value_at` gives the value from its start to its end, or
+/// `None` when it is not of the form or cannot be stored). `Ok` with where the value after
+/// the last of those spaces starts, or `Err` with where the first value not read starts (of
+/// another shape, or past the sample), `*count` then its place. The sample must be zero
+/// from `*count` on: a lone `0` (a value's first byte, a space after it) is counted and not
+/// written, and where `block` has some, only the other values are read.
+#[inline(always)]
+fn read_placed<E>(
+    block: &[u8; BLOCK],
+    ends: u64,
+    sample: &mut [E],
+    count: &mut usize,
+    value_at: impl Fn(usize, usize) -> Option<E>,
+) -> Result<usize, usize> {
+    // The values that fit the sample: a run past its end stops before the first that does
+    // not (the next window then reads none), which the general loop reports.
+    let room = sample.len() - *count;
+    let kept = match ends.count_ones() as usize {
+        n if n <= room => ends,
+        _ => lowest_bits(ends, room),
+    };
+    let zero_starts = (kept << 1 | 1) & matches(block, [b'0']);
+    let lone_zero_ends = zero_starts << 1 & kept;
+    if lone_zero_ends == 0 {
+        read_each::<E, false>(kept, kept, sample, count, value_at)?;
+    } else {
+        read_each::<E, true>(kept, kept & !lone_zero_ends, sample, count, value_at)?;
+    }
+    *count += kept.count_ones() as usize;
+    Ok(after_last(kept))
+}
+
+/// Reads into the sample the values that the spaces of `read` end, of those that the
+/// spaces of `ends` end (`read` a subset of them, the first value at the window's start),
+/// each into its place: `*count` plus the ends before it. When
 /// `SKIPS_VALUES`, `read` may leave some out, and each value's place and start are found
 /// from the ends before it; without, it must be all of `ends`, and each value follows the
 /// last (11% less time on a file of 100 `%.4f` values a line, none of them zero: `ctf bench
-/// --threads 1`). `Err` with where the first value not read starts (not of the form, or
-/// past the sample), `*count` then its place; else `*count` is unchanged.
+/// --threads 1`). `Err` with where the first value not read starts (`value_at` gives none,
+/// or past the sample), `*count` then its place; else `*count` is unchanged.
 #[inline(always)]
-fn read_decimals<T: Element, const SKIPS_VALUES: bool>(
-    window: &[u8; WINDOW],
-    masks: (u64, u64, u64),
+fn read_each<E, const SKIPS_VALUES: bool>(
     ends: u64,
     read: u64,
-    sample: &mut [T],
+    sample: &mut [E],
     count: &mut usize,
+    value_at: impl Fn(usize, usize) -> Option<E>,
 ) -> Result<(), usize> {
     let (mut start, mut index) = (0, *count);
     let mut rest = read;
@@ -244,7 +231,7 @@ fn read_decimals<T: Element, const SKIPS_VALUES: bool>(
             start = after_last(before);
             index = *count + before.count_ones() as usize;
         }
-        let value = decimal_at(window, masks, start, space);
+        let value = value_at(start, space);
         let (Some(value), Some(slot)) = (value, sample.get_mut(index)) else {
             *count = index;
             return Err(start);
@@ -450,40 +437,61 @@ mod tests {
             && bytes.iter().filter(|b| b.is_ascii_digit()).count() <= 7
     }
 
+    /// Random runs of tokens, each followed by one space, then a line end and enough bytes
+    /// for every window, read by `form` into zeroed samples of random sizes: the run must
+    /// take every token up to the first that `takes` refuses or the sample's end, each with
+    /// the value `str::parse` gives it (as bits), and stop at that token.
+    fn check_run<E: Copy + Default + std::str::FromStr>(
+        rng: &mut Xorshift,
+        form: impl ValueForm<E>,
+        takes: impl Fn(&str) -> bool,
+        bits: impl Fn(E) -> u64,
+    ) {
+        let tokens: Vec<String> = (0..1 + rng.below(60)).map(|_| drawn_token(rng)).collect();
+        let mut text = String::new();
+        let mut starts = Vec::new();
+        for token in &tokens {
+            starts.push(text.len());
+            text += token;
+            text.push(' ');
+        }
+        starts.push(text.len());
+        text += "\n";
+        text += &" ".repeat(WINDOW);
+        let dim = 1 + rng.below(tokens.len() as u64 + 5) as usize;
+        let mut sample = vec![E::default(); dim];
+        let (stop, count) = short_values(text.as_bytes(), 0, &mut sample, 0, form);
+        let taken = tokens.iter().take_while(|t| takes(t)).count();
+        assert_eq!(count, taken.min(dim), "{text:?} into {dim}");
+        assert_eq!(stop, starts[count], "{text:?} into {dim}");
+        for (k, token) in tokens[..count].iter().enumerate() {
+            let want = token.parse::<E>().ok().map(&bits);
+            assert_eq!(Some(bits(sample[k])), want, "{token:?} in {text:?}");
+        }
+        assert!(sample[count..].iter().all(|v| bits(*v) == 0), "{text:?}");
+    }
+
     #[test]
     fn decimals_are_read_as_std_reads_them_up_to_the_first_other_token() {
-        // Runs of tokens, each followed by one space, then a line end and enough bytes for
-        // every window: read into zeroed samples of random sizes, the run must take every
-        // token up to the first not of the form or the sample's end, each with the value
-        // `str::parse` gives it, and stop at that token.
-        fn check<T: Element + std::str::FromStr>(rng: &mut Xorshift, bits: impl Fn(T) -> u64) {
-            let tokens: Vec<String> = (0..1 + rng.below(60)).map(|_| drawn_token(rng)).collect();
-            let mut text = String::new();
-            let mut starts = Vec::new();
-            for token in &tokens {
-                starts.push(text.len());
-                text += token;
-                text.push(' ');
-            }
-            starts.push(text.len());
-            text += "\n";
-            text += &" ".repeat(WINDOW);
-            let dim = 1 + rng.below(tokens.len() as u64 + 5) as usize;
-            let mut sample = vec![T::default(); dim];
-            let (stop, count) = short_values(text.as_bytes(), 0, &mut sample, 0, Decimals);
-            let form = tokens.iter().take_while(|t| in_decimal_form(t)).count();
-            assert_eq!(count, form.min(dim), "{text:?} into {dim}");
-            assert_eq!(stop, starts[count], "{text:?} into {dim}");
-            for (k, token) in tokens[..count].iter().enumerate() {
-                let want = token.parse::<T>().ok().map(&bits);
-                assert_eq!(Some(bits(sample[k])), want, "{token:?} in {text:?}");
-            }
-            assert!(sample[count..].iter().all(|v| bits(*v) == 0), "{text:?}");
-        }
         let mut rng = Xorshift::new(0x2545_f491_4f6c_dd1d);
         for _ in 0..20_000 {
-            check::<f32>(&mut rng, |v| u64::from(v.to_bits()));
-            check::<f64>(&mut rng, f64::to_bits);
+            check_run(&mut rng, Decimals, in_decimal_form, |v: f32| {
+                u64::from(v.to_bits())
+            });
+            check_run(&mut rng, Decimals, in_decimal_form, f64::to_bits);
+        }
+    }
+
+    #[test]
+    fn integers_are_read_as_std_reads_them_up_to_the_first_other_token() {
+        // 1 to 7 digits; into bytes, at most 255.
+        let plain = |t: &str| (1..=7).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit());
+        let byte = |t: &str| plain(t) && t.parse::<u64>().is_ok_and(|v| v <= 255);
+        let mut rng = Xorshift::new(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..20_000 {
+            check_run(&mut rng, Integers(Some), plain, |v: u64| v);
+            let to_byte = Integers(|v| u8::try_from(v).ok());
+            check_run(&mut rng, to_byte, byte, u64::from);
         }
     }
 
