@@ -8,7 +8,8 @@
 //! are mispredicted branches, about half the time per value. Here a window's spaces and
 //! digits (and for fractions its points and minus signs) are found at once
 //! ([`crate::parser::block`]), and every value of the form followed by a space is converted
-//! the same way, zero or not, without a branch that depends on its bytes. Two forms:
+//! the same way, without a branch that depends on its bytes; where a block has lone zeros
+//! (`0` and a space), they are only counted, the sample being zeroed already. Two forms:
 //! - [`Integers`]: 1 to 7 digits, for a column that stores bytes (or any integer store);
 //! - [`Decimals`]: an optional `-`, then 1 to 8 bytes of digits with at most one point
 //!   between two of them, at most 7 digits: for a column that stores `f32` or `f64`.
@@ -26,12 +27,12 @@ const WINDOW: usize = BLOCK + 8;
 
 /// One form of the values [`short_values`] reads: how a window's run of them is read.
 pub(crate) trait ValueForm<E> {
-    /// Reads into `sample[*count..]` the values of `window` (its first byte starts one)
-    /// ended by spaces, given its first [`BLOCK`] bytes, `block`, and their mask of
-    /// `spaces`. Returns the spaces that end the
-    /// values it may read (`spaces` itself, or those before the first byte no value of the
-    /// form holds), and `Ok` with where the value after the last of them starts, or `Err`
-    /// with where the first value not read starts (of another shape, or past the sample).
+    /// Reads into `sample[*count..]` (zero from there on) the values of `window` (its first
+    /// byte starts one) ended by spaces, given its first [`BLOCK`] bytes, `block`, and their
+    /// mask of `spaces`. Returns the spaces that end the values it may read (`spaces`
+    /// itself, or those before the first byte no value of the form holds), and `Ok` with
+    /// where the value after the last of them starts, or `Err` with where the first value
+    /// not read starts (of another shape, or past the sample).
     fn read_run(
         &self,
         window: &[u8; WINDOW],
@@ -43,9 +44,9 @@ pub(crate) trait ValueForm<E> {
 }
 
 /// Reads the values of a dense sample from `buf[pos..]` (`pos` at a value) into
-/// `sample[count..]` while each has the `form` and is followed by one space, and fits the
-/// sample (at most `sample.len()` values in all). Returns where the first value not read
-/// starts (`pos` if none was read) and the new count.
+/// `sample[count..]`, which must be zero, while each has the `form` and is followed by one
+/// space, and fits the sample (at most `sample.len()` values in all). Returns where the
+/// first value not read starts (`pos` if none was read) and the new count.
 #[inline(never)]
 pub(crate) fn short_values<E>(
     buf: &[u8],
@@ -81,7 +82,7 @@ pub(crate) fn short_values<E>(
 }
 
 /// Plain integers of 1 to 7 digits, each converted by the function (`None` when the
-/// sample's storage cannot hold it as it is).
+/// sample's storage cannot hold it as it is; a lone zero is not converted, only counted).
 pub(crate) struct Integers<F>(pub(crate) F);
 
 impl<E, F: Fn(u64) -> Option<E>> ValueForm<E> for Integers<F> {
@@ -207,11 +208,10 @@ fn read_placed<E>(
 
 /// Reads into the sample the values that the spaces of `read` end, of those that the
 /// spaces of `ends` end (`read` a subset of them, the first value at the window's start),
-/// each into its place: `*count` plus the ends before it. When
-/// `SKIPS_VALUES`, `read` may leave some out, and each value's place and start are found
-/// from the ends before it; without, it must be all of `ends`, and each value follows the
-/// last (11% less time on a file of 100 `%.4f` values a line, none of them zero: `ctf bench
-/// --threads 1`). `Err` with where the first value not read starts (`value_at` gives none,
+/// each into its place: `*count` plus the ends before it. When `SKIPS_VALUES`, `read` may
+/// leave some out, and each value's place and start are found from the ends before it;
+/// without, it must be all of `ends`, and each value follows the last (11% less time on a
+/// file of 100 `%.4f` values a line, none of them zero: `ctf bench --threads 1`). `Err` with where the first value not read starts (`value_at` gives none,
 /// or past the sample), `*count` then its place; else `*count` is unchanged.
 #[inline(always)]
 fn read_each<E, const SKIPS_VALUES: bool>(

@@ -35,8 +35,9 @@ pub trait Element:
     fn from_decimal_fast(negative: bool, mantissa: u64, exp10: i32) -> Option<Self>;
     /// The value of a short decimal, `mantissa` (below `10^7`) over `10^fraction_digits` (at
     /// most 7), negated when `negative`: what [`from_decimal_fast`](Self::from_decimal_fast)
-    /// gives for them, without a branch on them. Both are exact in either type (`10^7` is
-    /// below `2^24`, and `10^7` is `2^7` times `5^7`), so one division rounds correctly,
+    /// gives for them, without a branch on them. Both are exact in either type (the mantissa
+    /// is below `10^7`, itself below `2^24`, and `10^7` is `2^7` times `5^7`, which is below
+    /// `2^24` too), so one division rounds correctly,
     /// and `from_decimal_fast` divides the same two (or, with no fraction digits, converts
     /// the mantissa: the same value); the sign is set on the bits, `-0` included.
     fn from_short_decimal(negative: bool, mantissa: u32, fraction_digits: u32) -> Self;
