@@ -21,6 +21,8 @@ fn inputs() -> Vec<InputConfig> {
         InputConfig::dense("a", 3),
         InputConfig::sparse("s", 10),
         InputConfig::dense("features", 2).with_alias("F"),
+        // Wide enough for the dense runs over 64-byte windows (`parser::dense_digits`).
+        InputConfig::dense("d", 12),
     ]
 }
 
