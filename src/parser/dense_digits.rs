@@ -20,6 +20,7 @@
 
 use crate::parser::block::{digits, eight_digit_starts, ends_before, matches, BLOCK};
 use crate::parser::number::{ascii_digits_value, Element};
+use crate::parser::word::word_at;
 
 /// Bytes read at once: the block whose spaces are found, and the 8 bytes a value starting
 /// near its end is read from.
@@ -124,8 +125,7 @@ impl<E, F: Fn(u64) -> Option<E>> ValueForm<E> for Integers<F> {
 /// The value of the `len` digits (1 to 7) at `window[start..]`.
 #[inline(always)]
 fn value_at(window: &[u8; WINDOW], start: usize, len: usize) -> Option<u64> {
-    let head = window.get(start..)?.first_chunk::<8>()?;
-    Some(ascii_digits_value(u64::from_le_bytes(*head), len as u32))
+    Some(ascii_digits_value(word_at(window, start)?, len as u32))
 }
 
 /// The spaces ending the values of a block that starts with a value, up to the last space
@@ -191,9 +191,9 @@ fn read_placed<E>(
     // The values that fit the sample: a run past its end stops before the first that does
     // not (the next window then reads none), which the general loop reports.
     let room = sample.len() - *count;
-    let kept = match ends.count_ones() as usize {
-        n if n <= room => ends,
-        _ => lowest_bits(ends, room),
+    let (kept, taken) = match ends.count_ones() as usize {
+        n if n <= room => (ends, n),
+        _ => (lowest_bits(ends, room), room),
     };
     let zero_starts = (kept << 1 | 1) & matches(block, [b'0']);
     let lone_zero_ends = zero_starts << 1 & kept;
@@ -202,7 +202,7 @@ fn read_placed<E>(
     } else {
         read_each::<E, true>(kept, kept & !lone_zero_ends, sample, count, value_at)?;
     }
-    *count += kept.count_ones() as usize;
+    *count += taken;
     Ok(after_last(kept))
 }
 
@@ -211,8 +211,9 @@ fn read_placed<E>(
 /// each into its place: `*count` plus the ends before it. When `SKIPS_VALUES`, `read` may
 /// leave some out, and each value's place and start are found from the ends before it;
 /// without, it must be all of `ends`, and each value follows the last (11% less time on a
-/// file of 100 `%.4f` values a line, none of them zero: `ctf bench --threads 1`). `Err` with where the first value not read starts (`value_at` gives none,
-/// or past the sample), `*count` then its place; else `*count` is unchanged.
+/// file of 100 `%.4f` values a line, none of them zero: `ctf bench --threads 1`). `Err` with
+/// where the first value not read starts (`value_at` gives none, or past the sample),
+/// `*count` then its place; else `*count` is unchanged.
 #[inline(always)]
 fn read_each<E, const SKIPS_VALUES: bool>(
     ends: u64,
@@ -293,7 +294,7 @@ fn decimal_at<T: Element>(
     }
     // The point's place (`len` without one, then at most 7), the digits' bytes without it.
     let place = (point | 1 << len).trailing_zeros();
-    let word = u64::from_le_bytes(*window.get(body..)?.first_chunk::<8>()?);
+    let word = word_at(window, body)?;
     let below = (1u64 << (8 * place)) - 1;
     let digits_word = (word & below) | (word >> 8 & !below);
     let mantissa = ascii_digits_value(digits_word, len - has_point) as u32;

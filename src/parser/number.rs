@@ -1180,7 +1180,7 @@ mod tests {
     fn one_word_exponents_end_where_the_walk_ends() {
         // At the limits of the word after the `e`: (text, whether the one-word scan takes
         // it). What it takes, `scan_number` and `scan_entry_value` give as the walk does.
-        for (text, taken) in [
+        let cases = &[
             ("1e-05 ", true),
             ("1e5|", true),
             ("-2.5e-07\n", true),
@@ -1201,21 +1201,48 @@ mod tests {
             ("1.5E+|", false),
             ("1234567e-3 ", false),
             ("5.e3 ", false),
-        ] {
-            let padded = format!("{text}        ");
-            let bytes = padded.as_bytes();
-            let short = ShortDecimal::scan(bytes, 0);
-            assert_eq!(short.is_some(), taken, "{text:?}");
-            agree::<f32>(text, bytes, short, |v| u64::from(v.to_bits()));
-            agree::<f64>(text, bytes, short, f64::to_bits);
-        }
+        ];
+        scans_at_limits(cases, 8, "one word", |bytes| {
+            let d = ShortDecimal::scan(bytes, 0)?;
+            Some((d.value::<f32>(), d.value::<f64>(), d.end))
+        });
         // The 8 bytes after the `e` must be within the buffer.
         assert!(ShortDecimal::scan(b"1.5e-05 ", 0).is_none());
         assert!(ShortDecimal::scan(b"1.5e-05         ", 0).is_some());
+    }
+
+    /// A limits test of a fast scan (`scan`: its values as `f32` and as `f64`, when it
+    /// converts them, and its end; `None` when it does not take the number): each text,
+    /// followed by `padding` spaces, is taken or not as its case says, and the scans agree
+    /// with the walk on it (`agrees_with_the_walk`).
+    fn scans_at_limits(
+        cases: &[(&str, bool)],
+        padding: usize,
+        name: &str,
+        scan: impl Fn(&[u8]) -> Option<(Option<f32>, Option<f64>, usize)>,
+    ) {
+        for &(text, taken) in cases {
+            let padded = format!("{text}{}", " ".repeat(padding));
+            let fast = scan(padded.as_bytes());
+            assert_eq!(fast.is_some(), taken, "{text:?}");
+            agrees_with_the_walk(text, padded.as_bytes(), fast, name);
+        }
+    }
+
+    /// For a limits test: `scan_number` and `scan_entry_value` give the walk's value (to the
+    /// bit) and end in both precisions, and so does a fast scan that took the number
+    /// (`fast`: its values as `f32` and as `f64`, when it converts them, and its end).
+    fn agrees_with_the_walk(
+        text: &str,
+        bytes: &[u8],
+        fast: Option<(Option<f32>, Option<f64>, usize)>,
+        scan: &str,
+    ) {
         fn agree<T: Element>(
             text: &str,
             bytes: &[u8],
-            short: Option<ShortDecimal>,
+            fast: Option<(Option<T>, usize)>,
+            scan: &str,
             bits: impl Fn(T) -> u64,
         ) {
             let bits = |(value, end): (T, usize)| (bits(value), end);
@@ -1237,17 +1264,21 @@ mod tests {
                 "{text:?} as an entry of {}",
                 T::NAME
             );
-            if let Some(value) = short.and_then(|decimal| decimal.value::<T>()) {
-                let end = short.map_or(0, |decimal| decimal.end);
-                assert_eq!(Ok(bits((value, end))), walk.map(&bits), "{text:?} one word");
+            if let Some((Some(value), end)) = fast {
+                let got = Ok(bits((value, end)));
+                assert_eq!(got, walk.map(&bits), "{text:?} as {}, {scan}", T::NAME);
             }
         }
+        let f32s = fast.map(|(value, _, end)| (value, end));
+        agree::<f32>(text, bytes, f32s, scan, |v| u64::from(v.to_bits()));
+        let f64s = fast.map(|(_, value, end)| (value, end));
+        agree::<f64>(text, bytes, f64s, scan, f64::to_bits);
     }
 
     #[test]
     fn two_word_decimals_end_where_the_walk_ends() {
         // At the limits of the two words: (text, whether they take it).
-        for (text, taken) in [
+        let cases = &[
             ("0.18039216 ", true),
             ("-0.18039216|", true),
             ("0.180392\n", true),
@@ -1291,36 +1322,14 @@ mod tests {
             ("0.1 |", false),
             ("1234567 .5", false),
             ("123456789012345 ", false),
-        ] {
-            let padded = format!("{text}                ");
-            let bytes = padded.as_bytes();
-            let long = LongDecimal::scan(bytes, 0);
-            assert_eq!(long.is_some(), taken, "{text:?}");
-            agree::<f32>(text, bytes, long, |v| u64::from(v.to_bits()));
-            agree::<f64>(text, bytes, long, f64::to_bits);
-        }
+        ];
+        scans_at_limits(cases, 16, "two words", |bytes| {
+            let d = LongDecimal::scan(bytes, 0)?;
+            Some((d.value::<f32>(), d.value::<f64>(), d.end))
+        });
         // An exponent that ends the third word, with no byte after it to show its end.
         assert!(LongDecimal::scan(b"1.803921568627450955e-01", 0).is_none());
         assert!(LongDecimal::scan(b"1.803921568627450955e-01 ", 0).is_some());
-        // `scan_number` and the two words (when they take the number) give the walk's value
-        // and end.
-        fn agree<T: Element>(
-            text: &str,
-            bytes: &[u8],
-            long: Option<LongDecimal>,
-            bits: impl Fn(T) -> u64,
-        ) {
-            let bits = |(value, end): (T, usize)| (bits(value), end);
-            let walk = scan_whole_grammar::<T>(bytes, 0).map(&bits);
-            let scanned = scan_number::<T>(bytes, 0).map(&bits);
-            assert_eq!(scanned, walk, "{text:?} as {}", T::NAME);
-            if let Some(decimal) = long {
-                if let Some(value) = decimal.value::<T>() {
-                    let two_words = Ok(bits((value, decimal.end)));
-                    assert_eq!(two_words, walk, "{text:?} as {}, two words", T::NAME);
-                }
-            }
-        }
     }
 
     #[test]
