@@ -534,6 +534,29 @@ impl<T: Element> InputColumn<T> {
         }
     }
 
+    /// Appends samples of a dense column of dim 1, one per integer of `values`: what
+    /// [`push_scalar_sample`](Self::push_scalar_sample) appends for each, with the tier
+    /// looked at once.
+    #[inline(always)]
+    pub(crate) fn push_integer_scalars(&mut self, values: &[u32]) {
+        debug_assert_eq!(self.dim, 1, "scalar samples of a wider dense column");
+        match self.value_tier {
+            ValueTier::Stored => self
+                .values
+                .extend(values.iter().map(|&value| T::from_u64(u64::from(value)))),
+            ValueTier::Bytes if values.iter().all(|&value| value <= 255) => {
+                // Every value is below 256: the casts are exact.
+                self.byte_values
+                    .extend(values.iter().map(|&value| value as u8))
+            }
+            _ => {
+                for &value in values {
+                    self.push_scalar_sample(EntryValue::of_integer(u64::from(value)));
+                }
+            }
+        }
+    }
+
     /// Sets value `at` of a dense column (within the values held), widening the tier first
     /// when it cannot hold the value.
     #[inline(always)]

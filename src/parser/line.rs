@@ -14,7 +14,8 @@
 //! in one step, without the general loop (`single_value_line`), and the lines that continue
 //! a sequence in one such shape are taken in one loop for the run of them
 //! (`single_value_run`, `several_values_run`; lines of one entry of each of two sparse
-//! inputs, the seq shape, in `sparse_pair_run`).
+//! inputs, the seq shape, in `sparse_pair_run`), 64 bytes at a time where the lines allow
+//! (`line_blocks`: lines of one integer, lines of two such entries).
 
 use std::num::NonZeroU64;
 
@@ -28,6 +29,7 @@ use crate::parser::dense_digits::{short_values, Decimals, Integers};
 #[cfg(target_arch = "x86_64")]
 use crate::parser::entry_vectors;
 use crate::parser::entry_vectors::EntryGroup;
+use crate::parser::line_blocks::LineBlocks;
 use crate::parser::number::{
     ascii_digits_value, ascii_digits_value_pair, lanes_value, leading_digits_value,
     scan_entry_value, scan_entry_value_outlined, Element, NumberError,
@@ -606,16 +608,16 @@ fn colon_digit(buf: &[u8], colon: usize) -> Option<u8> {
 /// they match on most lines: ` |x ` after the id on every line of a sequence, `|tag ` after
 /// `|word`'s values.
 #[derive(Clone, Copy, Debug)]
-struct SampleStart {
+pub(crate) struct SampleStart {
     /// The bytes, little-endian in a word.
-    bits: u64,
+    pub(crate) bits: u64,
     /// Which bytes of a word they are (0 while nothing was learnt, with `bits` 1: nothing
     /// matches).
-    mask: u64,
+    pub(crate) mask: u64,
     /// Offset of the `|` from the search's start.
     pipe: usize,
     /// Offset of the values: the alias's end, or the byte after it when that is whitespace.
-    values: usize,
+    pub(crate) values: usize,
     /// The input the alias names.
     input: usize,
 }
@@ -641,7 +643,13 @@ impl SampleStart {
     /// What to learn from a search that started at `pos` and found the sample of `input`
     /// with its `|` at `pipe` and values from `values` (the byte there ended the alias):
     /// `None` unless only whitespace came before the `|` and it all fits in a word.
-    fn learn(buf: &[u8], pos: usize, pipe: usize, input: usize, values: usize) -> Option<Self> {
+    pub(crate) fn learn(
+        buf: &[u8],
+        pos: usize,
+        pipe: usize,
+        input: usize,
+        values: usize,
+    ) -> Option<Self> {
         let len = values + 1 - pos;
         if len > 8 || skip_space(buf, pos) != pipe {
             return None;
@@ -692,6 +700,10 @@ const PAIR_LINE: usize = 64;
 /// [`PairLine`]), and a line is taken only when it ends before `PAIR_LINE`, so only when
 /// no read was moved. With the reads from `buf` and their checks, the seq shape's parse took
 /// 204.7 M instructions against 183.5 M (callgrind, 20 MB).
+///
+/// Before each line, [`LineBlocks::entry_pairs`] takes what it can of the lines from there
+/// a block at a time (the seq shape's lines, each with one space before the second sample
+/// and a line feed after its digit); this loop takes the lines it leaves.
 fn sparse_pair_run<T: Element>(
     buf: &[u8],
     mut pos: usize,
@@ -703,7 +715,21 @@ fn sparse_pair_run<T: Element>(
     if let Some((first_column, second_column)) =
         two_columns(&mut out.columns, first.input, second.input)
     {
-        while let Some(window) = buf.get(pos..).and_then(<[u8]>::first_chunk) {
+        let mut blocks = LineBlocks::default();
+        loop {
+            let (bulk_taken, next) = blocks.entry_pairs(
+                buf,
+                pos,
+                lead,
+                [(&first, first_dim), (&second, second_dim)],
+                first_column,
+                second_column,
+            );
+            taken += bulk_taken;
+            pos = next;
+            let Some(window) = buf.get(pos..).and_then(<[u8]>::first_chunk) else {
+                break;
+            };
             let line = PairLine(window);
             if line.word(0) & lead.mask != lead.bits {
                 break;
@@ -825,24 +851,31 @@ pub(crate) struct RunEnd {
 }
 
 /// The loop of [`LineParser::single_value_run`]: from `pos`, while a line begins with
-/// `lead` and then `start`, `take` the values there (returning the position of the line
-/// feed that ends them, having appended them, or `None`, having appended nothing).
+/// `lead` and then `start`, `take` the values there into `column` (returning the position
+/// of the line feed that ends them, having appended them, or `None`, having appended
+/// nothing). Before each line, `bulk` may take lines from there in bulk, as `take` would
+/// take them one by one (returning how many it took and where the next line starts).
 #[inline(always)]
-fn run_lines(
+fn run_lines<C>(
     buf: &[u8],
     mut pos: usize,
     lead: &LineLead,
     start: &SampleStart,
-    mut take: impl FnMut(usize) -> Option<usize>,
+    column: &mut C,
+    mut bulk: impl FnMut(&mut C, usize) -> (u64, usize),
+    mut take: impl FnMut(&mut C, usize) -> Option<usize>,
 ) -> RunEnd {
     let mut taken = 0;
-    while pos < buf.len() {
-        if load_word(buf, pos) & lead.mask != lead.bits {
+    loop {
+        let (bulk_taken, next) = bulk(column, pos);
+        taken += bulk_taken;
+        pos = next;
+        if pos >= buf.len() || load_word(buf, pos) & lead.mask != lead.bits {
             break;
         }
         let line_end = start
             .matches(buf, pos + lead.id_len)
-            .and_then(|(_, _, values)| take(values));
+            .and_then(|(_, _, values)| take(column, values));
         let Some(line_end) = line_end else {
             return RunEnd {
                 taken,
@@ -858,6 +891,36 @@ fn run_lines(
         next: pos,
         refused: false,
     }
+}
+
+/// [`LineParser::single_value_run`] for a dense input of dim 1: blocks of lines where they
+/// can be taken so ([`LineBlocks::scalars`]), each other line by itself. Out of line: inlined
+/// beside the loop for a sparse input, it made that loop 9% slower (criterion, the ragged
+/// shape).
+#[inline(never)]
+fn scalar_run<T: Element>(
+    buf: &[u8],
+    pos: usize,
+    lead: &LineLead,
+    start: &SampleStart,
+    column: &mut InputColumn<T>,
+) -> RunEnd {
+    let mut blocks = LineBlocks::default();
+    run_lines(
+        buf,
+        pos,
+        lead,
+        start,
+        column,
+        |column, pos| blocks.scalars(buf, pos, lead, start, column),
+        |column, values| {
+            // `dense_sample` reads the value with the same function.
+            let (value, end) = scan_entry_value::<T>(buf, values).ok()?;
+            let line_end = value_line_end(buf, end)?;
+            column.push_scalar_sample(value);
+            Some(line_end)
+        },
+    )
 }
 
 /// The line feed that ends a line's last value at `end`, when only whitespace comes
@@ -1283,20 +1346,22 @@ impl LineParser {
             return not_taken;
         };
         match format {
-            StorageFormat::Dense if dim == 1 => run_lines(buf, pos, lead, &start, |values| {
-                // `dense_sample` reads the value with the same function.
-                let (value, end) = scan_entry_value::<T>(buf, values).ok()?;
-                let line_end = value_line_end(buf, end)?;
-                column.push_scalar_sample(value);
-                Some(line_end)
-            }),
+            StorageFormat::Dense if dim == 1 => scalar_run(buf, pos, lead, &start, column),
             StorageFormat::Dense => not_taken,
-            StorageFormat::Sparse => run_lines(buf, pos, lead, &start, |values| {
-                let (index, digit, end) = quick_entry(buf, values, dim)?;
-                let line_end = value_line_end(buf, end)?;
-                column.push_one_entry_sample(index, digit);
-                Some(line_end)
-            }),
+            StorageFormat::Sparse => run_lines(
+                buf,
+                pos,
+                lead,
+                &start,
+                column,
+                |_, pos| (0, pos),
+                |column, values| {
+                    let (index, digit, end) = quick_entry(buf, values, dim)?;
+                    let line_end = value_line_end(buf, end)?;
+                    column.push_one_entry_sample(index, digit);
+                    Some(line_end)
+                },
+            ),
         }
     }
 

@@ -12,6 +12,7 @@ pub(crate) mod dense_digits;
 pub(crate) mod entry_vectors;
 pub mod indices;
 pub mod line;
+pub(crate) mod line_blocks;
 pub(crate) mod long_mantissa;
 pub(crate) mod lookup;
 pub mod number;

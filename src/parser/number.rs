@@ -382,13 +382,7 @@ pub(crate) fn scan_entry_value<T: Element>(
     pos: usize,
 ) -> Result<(EntryValue<T>, usize), NumberError> {
     match short_integer(bytes, pos) {
-        Some((value, end)) => {
-            let entry = match u8::try_from(value) {
-                Ok(byte) => EntryValue::Byte(byte),
-                Err(_) => EntryValue::Wide(T::from_u64(value)),
-            };
-            Ok((entry, end))
-        }
+        Some((value, end)) => Ok((EntryValue::of_integer(value), end)),
         None => scan_entry_value_general(bytes, pos),
     }
 }

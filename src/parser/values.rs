@@ -43,6 +43,16 @@ impl<T: Element> EntryValue<T> {
         }
     }
 
+    /// The integer `value`, as narrow as it is (rounded correctly to `T` when wider than a
+    /// byte).
+    #[inline(always)]
+    pub(crate) fn of_integer(value: u64) -> Self {
+        match u8::try_from(value) {
+            Ok(byte) => EntryValue::Byte(byte),
+            Err(_) => EntryValue::Wide(T::from_u64(value)),
+        }
+    }
+
     /// The narrowest tier that can hold it.
     pub(crate) fn tier(self) -> ValueTier {
         match self {
