@@ -892,8 +892,12 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
             _ => format!("{index}:{value}"),
         }
     };
+    // The values of `a`: small ones (a column of bytes) in some texts, so that a run's
+    // blocks of lines widen the column in their midst.
+    let small = src.chance(40);
+    let scalar = move |src: &mut Src| scalar_value(src, small);
     let sample = |src: &mut Src, input: usize, text: &mut Vec<u8>| match (input, dim_c) {
-        (0, _) => text.extend_from_slice(format!("|a {}", src.below(100_000)).as_bytes()),
+        (0, _) => text.extend_from_slice(format!("|a {}", scalar(src)).as_bytes()),
         (1, _) => text.extend_from_slice(format!("|b {}", entry(src, dim_b)).as_bytes()),
         (_, Some(dim)) => text.extend_from_slice(format!("|c {}", entry(src, dim)).as_bytes()),
         (_, None) => text.extend_from_slice(format!("|c {}", src.below(1000)).as_bytes()),
@@ -912,10 +916,14 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
     let mut id = src.below(12);
     // Every line ending in a carriage return and a line feed, as files written on Windows.
     let crlf = src.chance(20);
+    // Texts whose lines deviate seldom, in long runs of one shape, as real files: the runs
+    // then reach the loops that take a block of lines at once.
+    let steady = src.chance(30);
+    let (id_noise, deviations) = if steady { (80, 2) } else { (12, 12) };
     for _ in 0..src.range(1, 4) {
         let written = id.to_string();
-        for line in 0..src.range(2, 40) {
-            match src.below(12) {
+        for line in 0..src.range(2, if steady { 80 } else { 40 }) {
+            match src.below(id_noise) {
                 0 if line > 0 => {} // no id: the line continues the sequence
                 1 => {
                     // A leading zero: the same id by value, in other bytes.
@@ -924,8 +932,16 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
                 }
                 _ => text.extend_from_slice(written.as_bytes()),
             }
-            text.extend_from_slice(src.one(&[b" ".as_slice(), b" ", b" ", b"\t"]));
-            let deviation = if src.chance(12) { src.below(12) } else { 99 };
+            if steady {
+                text.push(b' ');
+            } else {
+                text.extend_from_slice(src.one(&[b" ".as_slice(), b" ", b" ", b"\t"]));
+            }
+            let deviation = if src.chance(deviations) {
+                src.below(12)
+            } else {
+                99
+            };
             let mut order = shape.clone();
             match deviation {
                 0 => order.reverse(),
@@ -981,6 +997,82 @@ fn run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
         frame_mode: src.chance(10),
     };
     (inputs, options, text)
+}
+
+/// A value of a dense input of dim 1 for [`run_lines`] and [`scalar_run_lines`]: mostly
+/// an integer (below 256 when `small`, else below 100,000, now and then one above 255 all
+/// the same), now and then a form that the blocks of lines of one scalar leave to the
+/// line-by-line loop or to the general parse: 7 digits with leading zeros, 8 digits, not
+/// an integer, not a number.
+fn scalar_value(src: &mut Src, small: bool) -> String {
+    match src.below(60) {
+        1 => format!("{:07}", src.below(1000)),
+        2 => format!("{:08}", src.below(1000)),
+        3 => format!("{}", src.range(10_000_000, 99_999_999)),
+        4 => src.one(&["-3", "2.5", "1e3"]).to_string(),
+        5 => src.one(&["+1", "0x1"]).to_string(),
+        6 => format!("{}", src.below(100_000)),
+        _ if small => format!("{}", src.below(256)),
+        _ => format!("{}", src.below(100_000)),
+    }
+}
+
+/// An id-mode text of sequences of one dense value per line (`7 |a 98251`: seed 004's
+/// rows) in runs of up to 150 lines, the values of [`scalar_value`], now and then every
+/// line ending in `\r\n` and now and then a line another way (a tab after the id,
+/// whitespace after the value, a second sample, no id): the runs' blocks of 64 bytes of
+/// such lines then stop at every kind of line they leave, at the text's end and where a
+/// column of bytes must widen.
+fn scalar_run_lines(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
+    let small = src.chance(50);
+    let crlf = src.chance(20);
+    let mut text = Vec::new();
+    let mut id = src.below(1000);
+    for _ in 0..src.range(1, 4) {
+        for line in 0..src.range(1, 150) {
+            let deviation = src.below(80);
+            if deviation != 1 || line == 0 {
+                text.extend_from_slice(id.to_string().as_bytes());
+            }
+            text.push(if deviation == 2 { b'\t' } else { b' ' });
+            text.extend_from_slice(format!("|a {}", scalar_value(src, small)).as_bytes());
+            match deviation {
+                3 => text.extend_from_slice(src.one(&[b" ".as_slice(), b"\t", b"\r"])),
+                4 => text.extend_from_slice(format!(" |a {}", src.below(300)).as_bytes()),
+                _ => {}
+            }
+            if crlf {
+                text.push(b'\r');
+            }
+            text.push(b'\n');
+        }
+        id += src.range(1, 3);
+    }
+    let options = StreamOptions {
+        skip_sequence_ids: false,
+        frame_mode: false,
+    };
+    // `a` alone: a sequence with no sample of a configured input is invalid, and its
+    // values are not compared.
+    (vec![InputConfig::dense("a", 1)], options, text)
+}
+
+proptest! {
+    #![proptest_config(config(200))]
+
+    #[test]
+    fn runs_of_scalar_lines_split(bytes in entropy(3000)) {
+        let mut src = Src::new(&bytes);
+        let (inputs, options, text) = scalar_run_lines(&mut src);
+        check_against_reference::<f32>(&inputs, options, 0, &text)?;
+        check_splits::<f32>(&inputs, options, 0, &text, &mut src)?;
+    }
+
+    #[test]
+    fn runs_of_scalar_lines_f64(bytes in entropy(3000)) {
+        let (inputs, options, text) = scalar_run_lines(&mut Src::new(&bytes));
+        check_against_reference::<f64>(&inputs, options, 0, &text)?;
+    }
 }
 
 proptest! {
