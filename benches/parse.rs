@@ -1,7 +1,8 @@
 //! Parser throughput on the benchmark shapes of `shared/bench/gen_ctf.py` (dense, sparse,
 //! seq, ragged), generated at bench time with smaller N, and on the sparse and dense shapes
-//! with fractional values (`support::fraction_shapes`), parsed in memory on one core: as
-//! `f32`, and the `-doubles` shapes as `f64`.
+//! with fractional values (`support::fraction_shapes`), and on seed 004's rows
+//! (`support::row_shapes`), parsed in memory on one core: as `f32`, and the `-doubles`
+//! shapes as `f64`.
 //!
 //! The `naive` group runs, on the same data in the same run, the naive single-thread
 //! tokenize-and-parse of `examples/naive_parse.rs` (split on whitespace, `str::parse`): the
@@ -18,7 +19,7 @@ use ctf_reader::ParsedSequences;
 mod naive;
 mod support;
 
-use support::{fraction_shapes, generate, shapes};
+use support::{fraction_shapes, generate, row_shapes, shapes};
 
 /// Parses `data` with a reused parser (as the reader reuses its buffers across blocks).
 fn parse_all<T: ctf_reader::Element>(parser: &mut StreamParser<T>, data: &[u8]) -> usize {
@@ -41,7 +42,11 @@ fn parse_all<T: ctf_reader::Element>(parser: &mut StreamParser<T>, data: &[u8]) 
 fn bench_parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
     group.sample_size(10);
-    for shape in shapes().into_iter().chain(fraction_shapes()) {
+    for shape in shapes()
+        .into_iter()
+        .chain(fraction_shapes())
+        .chain(row_shapes())
+    {
         let data = std::fs::read(generate(&shape)).expect("generated data is readable");
         group.throughput(Throughput::Bytes(data.len() as u64));
         if shape.name.ends_with("-doubles") {
@@ -59,7 +64,11 @@ fn bench_parse(c: &mut Criterion) {
     group.finish();
     let mut group = c.benchmark_group("naive");
     group.sample_size(10);
-    for shape in shapes().into_iter().chain(fraction_shapes()) {
+    for shape in shapes()
+        .into_iter()
+        .chain(fraction_shapes())
+        .chain(row_shapes())
+    {
         let data = std::fs::read(generate(&shape)).expect("generated data is readable");
         group.throughput(Throughput::Bytes(data.len() as u64));
         group.bench_function(shape.name, |b| {

@@ -81,13 +81,48 @@ pub fn fraction_shapes() -> Vec<Shape> {
     out
 }
 
+/// Seed 004's records, as `benches/compare.py` writes them for ctf-reader: sequences of
+/// 100 to 199 integers below 100,000, `K |n 1 |x V` on a sequence's first line and `K |x V`
+/// on the others (drawn here by a fixed xorshift generator, not NumPy's).
+pub fn row_shapes() -> Vec<Shape> {
+    vec![Shape {
+        name: "seed004",
+        n: 2000,
+        inputs: vec![InputConfig::dense("n", 1), InputConfig::dense("x", 1)],
+    }]
+}
+
+/// The text of [`row_shapes`]' `n` sequences.
+fn seed004_rows(n: u32) -> String {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut below = |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    let mut out = String::new();
+    for key in 0..n {
+        let length = 100 + below(100);
+        out.push_str(&format!("{key} |n 1 |x {}\n", below(100_000)));
+        for _ in 1..length {
+            out.push_str(&format!("{key} |x {}\n", below(100_000)));
+        }
+    }
+    out
+}
+
 /// Generates the shape's data with the project's deterministic generator (once per target
 /// directory) and returns its path; a shape of [`fraction_shapes`] is its integer shape's
-/// data with the values rewritten.
+/// data with the values rewritten, and [`row_shapes`]' are written here.
 pub fn generate(shape: &Shape) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let out = dir.join(format!("bench-{}-{}.ctf", shape.name, shape.n));
     if out.exists() {
+        return out;
+    }
+    if shape.name == "seed004" {
+        std::fs::write(&out, seed004_rows(shape.n)).expect("bench data is writable");
         return out;
     }
     if let Some((base, family)) = shape.name.split_once('-') {
