@@ -103,7 +103,6 @@ impl LineBlocks {
     /// The lines taken are exactly ones that `several_values_run` takes line by line, for
     /// such a pair of inputs, appended as it appends them; the caller must have checked the
     /// columns' room, as for it.
-    #[allow(clippy::too_many_arguments)] // the run's setup, as the line-by-line loop has it
     #[inline(always)]
     pub(crate) fn entry_pairs<T: Element>(
         &mut self,
