@@ -1354,6 +1354,7 @@ impl LineParser {
                 lead,
                 &start,
                 column,
+                // Lines of one entry gained nothing from blocks (`line_blocks`).
                 |_, pos| (0, pos),
                 |column, values| {
                     let (index, digit, end) = quick_entry(buf, values, dim)?;
