@@ -610,14 +610,14 @@ fn colon_digit(buf: &[u8], colon: usize) -> Option<u8> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SampleStart {
     /// The bytes, little-endian in a word.
-    pub(crate) bits: u64,
+    bits: u64,
     /// Which bytes of a word they are (0 while nothing was learnt, with `bits` 1: nothing
     /// matches).
-    pub(crate) mask: u64,
+    mask: u64,
     /// Offset of the `|` from the search's start.
     pipe: usize,
     /// Offset of the values: the alias's end, or the byte after it when that is whitespace.
-    pub(crate) values: usize,
+    values: usize,
     /// The input the alias names.
     input: usize,
 }
@@ -635,7 +635,7 @@ impl SampleStart {
     /// The sample whose search starts at `pos`, as `(pipe, input, values)`, if the bytes
     /// there are the ones learnt.
     #[inline(always)]
-    fn matches(&self, buf: &[u8], pos: usize) -> Option<(usize, usize, usize)> {
+    pub(crate) fn matches(&self, buf: &[u8], pos: usize) -> Option<(usize, usize, usize)> {
         let word = word_at(buf, pos)?;
         (word & self.mask == self.bits).then_some((pos + self.pipe, self.input, pos + self.values))
     }
@@ -681,6 +681,14 @@ pub(crate) struct LineLead {
     pub(crate) mask: u64,
     /// The id's length: where the line's content starts.
     pub(crate) id_len: usize,
+}
+
+impl LineLead {
+    /// Whether a line whose first 8 bytes are `word` begins with the lead.
+    #[inline(always)]
+    pub(crate) fn begins(&self, word: u64) -> bool {
+        word & self.mask == self.bits
+    }
 }
 
 /// Bytes of a line that [`sparse_pair_run`] reads: a line it takes ends within them.
@@ -731,7 +739,7 @@ fn sparse_pair_run<T: Element>(
                 break;
             };
             let line = PairLine(window);
-            if line.word(0) & lead.mask != lead.bits {
+            if !lead.begins(line.word(0)) {
                 break;
             }
             let Some(values) = line.start_values(&first, lead.id_len) else {
@@ -870,7 +878,7 @@ fn run_lines<C>(
         let (bulk_taken, next) = bulk(column, pos);
         taken += bulk_taken;
         pos = next;
-        if pos >= buf.len() || load_word(buf, pos) & lead.mask != lead.bits {
+        if pos >= buf.len() || !lead.begins(load_word(buf, pos)) {
             break;
         }
         let line_end = start
@@ -1252,7 +1260,7 @@ impl LineParser {
         let mut taken = 0;
         let mut found = [QuickValue::<T>::Entry(0, 0); QUICK_SAMPLES];
         'lines: while pos < buf.len() {
-            if load_word(buf, pos) & lead.mask != lead.bits {
+            if !lead.begins(load_word(buf, pos)) {
                 break;
             }
             let mut at = pos + lead.id_len;

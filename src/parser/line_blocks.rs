@@ -19,8 +19,8 @@
 use crate::parser::block::{digits, matches, BLOCK};
 use crate::parser::columns::InputColumn;
 use crate::parser::line::{LineLead, SampleStart};
-use crate::parser::number::{ascii_digits_value_pair, lanes_value, Element};
-use crate::parser::word::ONES;
+use crate::parser::number::{ascii_digits_value, ascii_digits_value_pair, Element};
+use crate::parser::word::word_at;
 
 /// Bytes read from a block's start: the block, and the 8 bytes of a word read at its last
 /// byte.
@@ -179,19 +179,20 @@ fn take_lines<F: LineForm>(buf: &[u8], mut pos: usize, form: &mut F) -> (u64, us
     (taken, pos)
 }
 
-/// The little-endian word of the 8 bytes of `window` at `at`, if they are within it.
+/// Where the values of the sample start, if the line at offset `line` of `window` begins
+/// with `lead` and then the learnt bytes of `start`.
 #[inline(always)]
-fn word(window: &[u8; WINDOW], at: usize) -> Option<u64> {
-    window
-        .get(at..at + 8)
-        .and_then(|bytes| bytes.try_into().ok())
-        .map(u64::from_le_bytes)
-}
-
-/// Whether the bytes of `window` at `at` are the learnt ones of `start`.
-#[inline(always)]
-fn starts(window: &[u8; WINDOW], at: usize, start: &SampleStart) -> bool {
-    word(window, at).is_some_and(|word| word & start.mask == start.bits)
+fn sample_values(
+    window: &[u8; WINDOW],
+    line: usize,
+    lead: &LineLead,
+    start: &SampleStart,
+) -> Option<usize> {
+    if !lead.begins(word_at(window, line)?) {
+        return None;
+    }
+    let (_, _, values) = start.matches(window, line + lead.id_len)?;
+    Some(values)
 }
 
 /// Whether bits `from..to` of `mask` are all set (`from` below `to`, `to` at most 64, at
@@ -235,21 +236,17 @@ impl<T: Element> LineForm for Scalars<'_, T> {
 
     #[inline(always)]
     fn take_line(&mut self, window: &[u8; WINDOW], line: usize, end: usize, masks: &Masks) -> bool {
-        let sample = line + self.lead.id_len;
-        let lead = word(window, line).is_some_and(|w| w & self.lead.mask == self.lead.bits);
-        if !lead || !starts(window, sample, self.start) {
+        let Some(values) = sample_values(window, line, self.lead, self.start) else {
             return false;
-        }
-        let values = sample + self.start.values;
+        };
         let Some(count) = digit_count(masks, values, value_end(window, end)) else {
             return false;
         };
-        let Some(word) = word(window, values) else {
+        let Some(word) = word_at(window, values) else {
             return false;
         };
         // Seven digits at most: below 10^7.
-        let lanes = word ^ (ONES * u64::from(b'0'));
-        let Ok(value) = u32::try_from(lanes_value(lanes, count as u32)) else {
+        let Ok(value) = u32::try_from(ascii_digits_value(word, count as u32)) else {
             return false;
         };
         let Some(slot) = self.values.get_mut(self.count) else {
@@ -306,25 +303,22 @@ impl<T> EntryPairs<'_, T> {
         end: usize,
         masks: &Masks,
     ) -> Option<(u32, u8, u32, u8)> {
-        let lead = word(window, line)?;
-        let first = line + self.lead.id_len;
-        if lead & self.lead.mask != self.lead.bits || !starts(window, first, self.first) {
-            return None;
-        }
-        let (first_values, first_colon) = entry_bounds(masks, first + self.first.values, end)?;
+        let first_values = sample_values(window, line, self.lead, self.first)?;
+        let first_colon = entry_colon(masks, first_values, end)?;
         // The second sample's `|` after one space, as the first's values end.
         let pipe = first_colon + 3;
-        if window.get(pipe - 1) != Some(&b' ') || !starts(window, pipe, self.second) {
+        if window.get(pipe - 1) != Some(&b' ') {
             return None;
         }
-        let (second_values, second_colon) = entry_bounds(masks, pipe + self.second.values, end)?;
+        let (_, _, second_values) = self.second.matches(window, pipe)?;
+        let second_colon = entry_colon(masks, second_values, end)?;
         if second_colon + 2 != value_end(window, end) {
             return None;
         }
         let (first_index, second_index) = ascii_digits_value_pair(
-            word(window, first_values)?,
+            word_at(window, first_values)?,
             (first_colon - first_values) as u32,
-            word(window, second_values)?,
+            word_at(window, second_values)?,
             (second_colon - second_values) as u32,
         );
         let in_dims =
@@ -340,11 +334,11 @@ impl<T> EntryPairs<'_, T> {
     }
 }
 
-/// The bounds of an `index:digit` entry whose index starts at `values` in a line ending at
-/// `end`: `values` and the offset of its colon, if 1 to 7 digits lead to the colon and a
-/// digit follows it, all before `end`.
+/// The offset of the colon of an `index:digit` entry whose index starts at `values` in a
+/// line ending at `end`, if 1 to 7 digits lead to the colon and a digit follows it, all
+/// before `end`.
 #[inline(always)]
-fn entry_bounds(masks: &Masks, values: usize, end: usize) -> Option<(usize, usize)> {
+fn entry_colon(masks: &Masks, values: usize, end: usize) -> Option<usize> {
     if values >= end {
         return None;
     }
@@ -354,7 +348,7 @@ fn entry_bounds(masks: &Masks, values: usize, end: usize) -> Option<(usize, usiz
         return None;
     }
     digit_count(masks, values, colon)?;
-    Some((values, colon))
+    Some(colon)
 }
 
 #[cfg(test)]
@@ -396,7 +390,7 @@ mod tests {
             let buf = text.as_bytes();
             let mask = u64::MAX >> (8 * (7 - id.len()));
             let lead = LineLead {
-                bits: load_word(buf, 0) & mask,
+                bits: load_word(format!("{id} ").as_bytes(), 0) & mask,
                 mask,
                 id_len: id.len(),
             };
@@ -417,6 +411,12 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Another sequence's id with as many digits as `id`, which the lead must tell apart.
+    fn next_id(id: &str) -> String {
+        let last = if id.ends_with('9') { '8' } else { '9' };
+        format!("{}{last}", &id[..id.len() - 1])
     }
 
     /// The digits of `text` before an optional carriage return and the line feed, if 1 to
@@ -488,6 +488,7 @@ mod tests {
                 8 => format!("{id} |x {value} |x 1"),
                 9 => format!("{id} |x {value}{}", " ".repeat(70)),
                 10 => format!("{id} |x {}", rng.below(100_000)),
+                11 => format!("{} |x {value}", next_id(id)),
                 _ => format!("{id} |x {value}"),
             };
             body + line_end(rng)
@@ -519,6 +520,7 @@ mod tests {
                 2 => format!("{id} |t {tag} |w {word}"),
                 3 => format!("{id} |w {word}"),
                 4 => format!("{id} |w {word} |t {tag} |u 1:1"),
+                5 => format!("{} |w {word} |t {tag}", next_id(id)),
                 _ => format!("{id} |w {word} |t {tag}"),
             };
             body + line_end(rng)

@@ -534,7 +534,7 @@ impl<T: Element> StreamParser<T> {
             _ => return pos,
         };
         // A sequence's last line ends no run: nothing to set one up for.
-        if pos >= buf.len() || load_word(buf, pos) & lead.mask != lead.bits {
+        if pos >= buf.len() || !lead.begins(load_word(buf, pos)) {
             return pos;
         }
         let run = if single {
