@@ -1137,14 +1137,20 @@ impl<T: Element> ParsedSequences<T> {
 
     /// Removes every complete sequence, keeping a sequence that is still being built.
     pub fn clear_complete(&mut self) {
-        let n = self.sequences.len();
+        self.drain_front(self.sequences.len());
+    }
+
+    /// Removes the first `n` complete sequences (every one, if fewer), keeping the others
+    /// and a sequence that is still being built.
+    pub fn drain_front(&mut self, n: usize) {
+        let n = n.min(self.sequences.len());
         if n == 0 {
             return;
         }
         for c in &mut self.columns {
             c.drain_sequences(n);
         }
-        self.sequences.clear();
+        self.sequences.drain(..n);
         self.recount_entries();
     }
 }
@@ -1678,6 +1684,28 @@ mod tests {
                 sparse_samples(&full, 1)[n..],
                 "after clearing {n}"
             );
+        }
+    }
+
+    #[test]
+    fn drain_front_keeps_the_later_sequences_as_they_were() {
+        let sequences = [
+            "|d 1 2 |s 1:1 2:2\n|s 4:1",
+            "|d 3 4",
+            "|s 5:1",
+            "|s 5:5 9:1.5\n|d 0 1\n|s 1:1",
+            "|s 3:1",
+            "|d 5 6 |s 7:1 8:1",
+        ];
+        let full = parsed(&sequences);
+        for n in 0..=sequences.len() + 1 {
+            let mut drained = full.clone();
+            drained.drain_front(n);
+            let mut want = ParsedSequences::new(&inputs());
+            want.append_range(&full, n.min(sequences.len())..sequences.len())
+                .unwrap();
+            assert_eq!(drained, want, "after draining {n}");
+            assert!(bound_holds(&drained), "after draining {n}");
         }
     }
 
