@@ -2,7 +2,8 @@
 //! seq, ragged), generated at bench time with smaller N, and on the sparse and dense shapes
 //! with fractional values (`support::fraction_shapes`), and on seed 004's rows
 //! (`support::row_shapes`), parsed in memory on one core: as `f32`, and the `-doubles`
-//! shapes as `f64`.
+//! shapes as `f64`. Each parse is `parse_once` of `examples/parse_best_of.rs`, the tool for
+//! comparing two builds (README "Comparing two builds of the parser").
 //!
 //! The `naive` group runs, on the same data in the same run, the naive single-thread
 //! tokenize-and-parse of `examples/naive_parse.rs` (split on whitespace, `str::parse`): the
@@ -13,31 +14,14 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ctf_reader::parser::{StreamOptions, StreamParser};
-use ctf_reader::ParsedSequences;
 
+#[path = "../examples/parse_best_of.rs"]
+mod best_of;
 #[path = "../examples/naive_parse.rs"]
 mod naive;
 mod support;
 
 use support::{fraction_shapes, generate, row_shapes, shapes};
-
-/// Parses `data` with a reused parser (as the reader reuses its buffers across blocks).
-fn parse_all<T: ctf_reader::Element>(parser: &mut StreamParser<T>, data: &[u8]) -> usize {
-    parser.reset();
-    let mut sequences = 0;
-    // Feed in 4 MiB pieces like the reader does, draining completed sequences.
-    for piece in data.chunks(4 << 20) {
-        parser.feed(piece).expect("valid data");
-        sequences += parser.sequences().len();
-        parser.clear();
-    }
-    parser.finish_file().expect("valid data");
-    let done: &ParsedSequences<T> = parser.sequences();
-    let total = sequences + done.len();
-    assert_eq!(parser.counts().errors, 0, "benchmark data must be valid");
-    parser.clear();
-    total
-}
 
 fn bench_parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
@@ -52,12 +36,12 @@ fn bench_parse(c: &mut Criterion) {
         if shape.name.ends_with("-doubles") {
             let mut parser = StreamParser::<f64>::new(&shape.inputs, StreamOptions::default());
             group.bench_function(format!("{}/f64", shape.name), |b| {
-                b.iter(|| parse_all(&mut parser, &data))
+                b.iter(|| best_of::parse_once(&mut parser, &data).expect("valid data"))
             });
         } else {
             let mut parser = StreamParser::<f32>::new(&shape.inputs, StreamOptions::default());
             group.bench_function(format!("{}/f32", shape.name), |b| {
-                b.iter(|| parse_all(&mut parser, &data))
+                b.iter(|| best_of::parse_once(&mut parser, &data).expect("valid data"))
             });
         }
     }

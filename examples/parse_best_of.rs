@@ -19,7 +19,8 @@ use ctf_reader::{Element, Precision, ReaderConfig};
 /// Parses `data` once with `parser` (reused, as a loader reuses its buffers), draining the
 /// sequences of each 4 MiB piece; the number of sequences, or why the text is not one to
 /// time (a fatal error, or errors: the parse of invalid text is not the one being measured).
-fn parse_once<T: Element>(parser: &mut StreamParser<T>, data: &[u8]) -> Result<usize, String> {
+/// The parser bench (`benches/parse.rs`) times the same function.
+pub fn parse_once<T: Element>(parser: &mut StreamParser<T>, data: &[u8]) -> Result<usize, String> {
     parser.reset();
     let mut sequences = 0;
     for piece in data.chunks(4 << 20) {
@@ -40,6 +41,7 @@ fn parse_once<T: Element>(parser: &mut StreamParser<T>, data: &[u8]) -> Result<u
 }
 
 /// The best of `parses` parses of each file's text, in seconds.
+#[allow(dead_code)] // the bench includes this file for `parse_once` only
 fn best_time<T: Element>(
     config: &ReaderConfig,
     texts: &[Vec<u8>],
@@ -65,6 +67,7 @@ fn best_time<T: Element>(
     Ok(best)
 }
 
+#[allow(dead_code)] // the bench includes this file for `parse_once` only
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(config_path) = args.first() else {

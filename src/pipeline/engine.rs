@@ -1149,27 +1149,28 @@ fn stash_per_part<T: Element>(
             }
         }
     }
-    let mut stash: Vec<Option<ParsedSequences<T>>> = Vec::new();
-    stash.resize_with(piece_of.len(), || None);
+    let mut stash: Vec<Option<ParsedSequences<T>>> = piece_of.iter().map(|_| None).collect();
     for (piece, parts) in pieces.into_iter().zip(parts_of_piece) {
-        let Some(largest) = parts.iter().map(|(_, within)| within.len()).max() else {
+        // The largest part keeps the piece's own sequences.
+        let Some((kept, (kept_part, kept_within))) = parts
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, (_, within))| within.len())
+        else {
             continue;
         };
         let Ok(parsed) = piece.parsed.downcast::<ParsedSequences<T>>() else {
             continue;
         };
         let mut parsed = *parsed;
-        let kept = parts.iter().position(|(_, within)| within.len() == largest);
         for (i, (part, within)) in parts.iter().enumerate() {
-            if Some(i) != kept {
+            if i != kept {
                 stash[*part] = copy_range(inputs, &parsed, within.clone());
             }
         }
-        if let Some((part, within)) = kept.and_then(|i| parts.get(i)) {
-            parsed.truncate(within.end);
-            parsed.drain_front(within.start);
-            stash[*part] = Some(parsed);
-        }
+        parsed.truncate(kept_within.end);
+        parsed.drain_front(kept_within.start);
+        stash[*kept_part] = Some(parsed);
     }
     stash
 }
