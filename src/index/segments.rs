@@ -264,6 +264,14 @@ const SMALLEST_PART: usize = 256 << 10;
 /// 512 KiB ones.
 const MIN_ROUNDS: u64 = 16;
 
+/// The most sequences a part is cut to hold, at the density of the file's first read: a
+/// helper lists a part's sequences at 48 bytes each, and up to [`PARTS_AHEAD_PER_THREAD`]
+/// parts a thread are out at once, each list keeping its capacity for the next part. A file
+/// of 5-byte lines, each a sequence, listed about 420,000 in a 2 MiB part (20 MB), and `ctf
+/// index` of 10^7 such lines on 2 threads peaked at 441 MiB; at most 65,536 a part, 284 MiB.
+/// The gen_ctf.py shapes hold 1,100 to 5,000 sequences in a 2 MiB part and keep it.
+const MOST_SEQUENCES_PER_PART: u64 = 1 << 16;
+
 /// The part size for a file of `size` bytes scanned on `threads` threads: `largest`, or on
 /// a file of fewer than [`MIN_ROUNDS`] rounds of those, parts that make that many rounds
 /// (at least [`SMALLEST_PART`]), so that the threads share a small file evenly. (A 4.7 MB
@@ -274,6 +282,18 @@ fn part_size(size: u64, threads: usize, largest: usize) -> usize {
     usize::try_from(rounds)
         .unwrap_or(usize::MAX)
         .clamp(SMALLEST_PART.min(largest), largest)
+}
+
+/// `part` cut, where the file's first `bytes` held `sequences` (completed ones), to hold
+/// about [`MOST_SEQUENCES_PER_PART`] at that density (rounded down to whole 4 KiB pages),
+/// but not below [`SMALLEST_PART`] (or `part`, when it is smaller still).
+fn part_for_density(part: usize, bytes: u64, sequences: u64) -> usize {
+    if sequences == 0 {
+        return part;
+    }
+    let at_density = MOST_SEQUENCES_PER_PART.saturating_mul(bytes) / sequences / 4096 * 4096;
+    let at_density = usize::try_from(at_density).unwrap_or(usize::MAX);
+    part.min(at_density.max(SMALLEST_PART))
 }
 
 /// Takes the sequences a round of the scan completed, in file order, and the bytes it read.
@@ -381,11 +401,15 @@ impl SplitScan {
         let may_split = self.threads > 1 && size > round as u64;
         let mut shared: Option<Arc<File>> = None;
         let mut offset = 0u64;
+        // Sequences completed by the reads before the split, for `part_for_density`.
+        let mut sequences_before_split = 0u64;
         loop {
             let mut split = None;
             if let Some(mode) = self.main.known_mode() {
                 if may_split {
                     if shared.is_none() {
+                        self.part_size =
+                            part_for_density(self.part_size, offset, sequences_before_split);
                         let clone = file.try_clone().map_err(|e| io_error(name, e))?;
                         shared = Some(Arc::new(clone));
                         self.start_helpers();
@@ -417,6 +441,7 @@ impl SplitScan {
                     self.main
                         .feed(&self.buffer[..n])
                         .map_err(|e| data_error(name, e))?;
+                    sequences_before_split += self.main.ready().len() as u64;
                     n as u64
                 }
             };
@@ -852,6 +877,37 @@ mod tests {
         // Parts asked smaller than that (tests) are kept.
         assert_eq!(part_size(6 * MIB as u64, 2, 100), 100);
         assert_eq!(part_size(0, 0, 2 * MIB), SMALLEST_PART);
+    }
+
+    #[test]
+    fn parts_of_dense_sequences_are_cut_to_hold_at_most_so_many() {
+        const MIB: usize = 1 << 20;
+        let most = MOST_SEQUENCES_PER_PART as usize;
+        // 5-byte sequences: 65,536 of them fill 320 KiB.
+        assert_eq!(part_for_density(2 * MIB, 64 << 10, 13_107), 5 * most);
+        // Denser still: no part below the smallest.
+        assert_eq!(part_for_density(2 * MIB, 64 << 10, 65_536), SMALLEST_PART);
+        // Sequences of 400 bytes (gen_ctf.py's sparse), or none completed: parts kept.
+        assert_eq!(part_for_density(2 * MIB, 64 << 10, 163), 2 * MIB);
+        assert_eq!(part_for_density(2 * MIB, 64 << 10, 0), 2 * MIB);
+        // Parts asked smaller than the smallest (tests) are kept.
+        assert_eq!(part_for_density(100, 64 << 10, 65_536), 100);
+    }
+
+    #[test]
+    fn a_file_of_short_sequences_is_scanned_in_smaller_parts_with_the_same_index() {
+        // 20 MB of 5-byte lines, each a sequence: parts of 625,000 bytes for its size
+        // (`part_size`) would list 125,000 each.
+        let lines = 4_000_000;
+        let text: Vec<u8> = (0..lines)
+            .flat_map(|i| [b'|', b'a', b' ', b'0' + (i % 10) as u8, b'\n'])
+            .collect();
+        assert_eq!(part_size(text.len() as u64, 2, 1 << 21), 625_000);
+        let (_, one) = scan_text(&text, 1, 1 << 21, false, None);
+        let (scan, two) = scan_text(&text, 2, 1 << 21, false, None);
+        assert_eq!(scan.part_size, 5 * MOST_SEQUENCES_PER_PART as usize);
+        assert_eq!(two, one);
+        assert_eq!(two.0.len(), lines);
     }
 
     #[test]
