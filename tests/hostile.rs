@@ -1,7 +1,8 @@
-//! Hostile inputs (README "Reliability"): binary garbage, NUL bytes, a 100 MB line, 10^6
-//! inputs on one line, sparse indices past u64, dimensions up to 2^31−1, 10^7 one-line
-//! sequences, deeply nested and self-referencing configurations, huge exponents, invalid
-//! UTF-8, and every malformed case of CNTK-BEHAVIOUR §3.8. Each runs the `ctf` binary as a
+//! Hostile inputs (README "Reliability"): binary garbage, NUL bytes, control bytes quoted
+//! (escaped) in messages, a 100 MB line, 10^6 inputs on one line, sparse indices past u64,
+//! dimensions up to 2^31−1, 10^7 one-line sequences, deeply nested and self-referencing
+//! configurations, huge exponents, invalid UTF-8, and every malformed case of CNTK-BEHAVIOUR
+//! §3.8. Each runs the `ctf` binary as a
 //! child process under a time limit and (where `/usr/bin/time` exists) a peak-RSS limit, and
 //! must give either the right data or a located error `FILE:LINE:COL: error: REASON`; never
 //! a panic, a signal or a hang. Expected lines, columns and values are written out by hand.
@@ -185,6 +186,59 @@ fn nul_bytes_are_errors_at_their_column() {
         let b = validate(&file, &["a:3:dense"], 10, 100);
         assert_one_error(&b.run, &file, 1, col, "");
     }
+}
+
+/// NUL, ESC, BEL and bytes that are not UTF-8 inside malformed values: the messages quote
+/// them escaped (`\0`, `\x1B`, `\x07`, `\xFF`), so stderr holds no control byte but the line
+/// feeds that end its lines, and the bytes shown are the data's, not U+FFFD.
+#[test]
+fn control_bytes_in_a_quoted_value_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = b"1 |a 1\x00\x1b[31m2\n2 |s 3:\x1b]0;x\x07\n3 |a 5\xff\xfe\n";
+    let file = write(dir.path(), "control.ctf", text);
+    let b = validate(&file, &["a:3:dense", "s:10:sparse"], 10, 100);
+    assert_eq!(b.run.code, 1, "{}", b.run.stderr);
+    let raw_controls: Vec<char> = b
+        .run
+        .stderr
+        .chars()
+        .filter(|&c| c.is_control() && c != '\n')
+        .collect();
+    assert!(
+        raw_controls.is_empty(),
+        "{raw_controls:?} in {}",
+        b.run.stderr
+    );
+    assert!(!b.run.stderr.contains('\u{fffd}'), "{}", b.run.stderr);
+    let errors = errors_of(&b.run, &file);
+    let located: Vec<(u64, u64, &str)> = errors
+        .iter()
+        .map(|e| (e.line, e.col, e.message.as_str()))
+        .collect();
+    assert_eq!(
+        located,
+        [
+            (
+                1,
+                6,
+                "input 'a': malformed number '1\\0\\x1B[31m2': unexpected character after \
+                 the number"
+            ),
+            (
+                2,
+                6,
+                "input 's': malformed sparse entry '3:\\x1B]0;x\\x07': not a number"
+            ),
+            (
+                3,
+                6,
+                "input 'a': malformed number '5\\xFF\\xFE': unexpected character after the \
+                 number"
+            ),
+        ],
+        "{}",
+        b.run.stderr
+    );
 }
 
 /// One 100 MB line: a comment of 100 MB before a value reads the value; 100 MB of garbage

@@ -34,6 +34,7 @@ use crate::parser::number::{
     ascii_digits_value, ascii_digits_value_pair, lanes_value, leading_digits_value,
     scan_entry_value, scan_entry_value_outlined, Element, NumberError,
 };
+use crate::parser::quote::quote;
 use crate::parser::values::{EntryValue, ValueTier};
 use crate::parser::word::{digit_lanes, load_word, word_at, ONES};
 
@@ -1953,14 +1954,19 @@ impl LineParser {
     }
 }
 
-/// The token at `pos` up to whitespace, `|` or the line end, for messages (at most 40 bytes).
+/// The most bytes of a token that a message quotes.
+const QUOTED_TOKEN_BYTES: usize = 40;
+
+/// The token at `pos` up to whitespace, `|` or the line end, for messages: at most
+/// [`QUOTED_TOKEN_BYTES`] bytes, control characters and invalid UTF-8 escaped ([`quote`]).
 fn token_at(buf: &[u8], pos: usize) -> String {
-    let len = buf[pos..]
+    // 3 bytes past the limit, so that a character at the limit is read whole.
+    let window = &buf[pos..buf.len().min(pos + QUOTED_TOKEN_BYTES + 3)];
+    let len = window
         .iter()
-        .take(40)
         .position(|&b| is_space(b) || b == b'|' || b == b'\n')
-        .unwrap_or(40.min(buf.len() - pos));
-    String::from_utf8_lossy(&buf[pos..pos + len]).into_owned()
+        .unwrap_or(window.len());
+    quote(&window[..len], QUOTED_TOKEN_BYTES)
 }
 
 /// Position of the next `|` or line feed at or after `from`.
@@ -2866,12 +2872,43 @@ mod tests {
             ("|d 1 \u{e9}", "malformed number"),
             ("|zz \u{e9}", "invalid byte 0xC3 in the data"),
             ("|d\u{0} 1", "invalid byte 0x00 in an input name"),
+            // Control bytes and invalid UTF-8 in a quoted token are escaped.
+            ("|d 1\u{0}\u{1b}[31m2", "malformed number '1\\0\\x1B[31m2'"),
+            ("|d 1\u{7f}\u{85}", "malformed number '1\\x7F\\u{85}'"),
+            (
+                "|s 2:\u{1b}]0;x\u{7}",
+                "malformed sparse entry '2:\\x1B]0;x\\x07'",
+            ),
         ] {
             let (_, diags) = parse(line, &inputs());
             let errs = errors(&diags);
             assert_eq!(errs.len(), 1, "{line:?}: {errs:?}");
             assert!(errs[0].1.contains(what), "{line:?}: {}", errs[0].1);
         }
+    }
+
+    #[test]
+    fn a_quoted_token_shows_invalid_bytes_and_never_half_a_character() {
+        let message = |line: &[u8]| {
+            let mut parser = LineParser::new(&inputs());
+            let mut out = ParsedSequences::<f64>::new(&inputs());
+            let mut diags = Vec::new();
+            let buf = [line, b"\n"].concat();
+            parser.parse_line(&buf, 0, 0, 7, &mut out, &mut diags);
+            let errs = errors(&diags);
+            assert_eq!(errs.len(), 1, "{line:?}: {errs:?}");
+            errs[0].1.clone()
+        };
+        assert!(message(b"|d 1\xff\xfe2").contains("malformed number '1\\xFF\\xFE2'"));
+        // The token is cut at 40 bytes: a `\u{e9}` on bytes 40 and 41 is left out whole.
+        let ones = "1".repeat(39);
+        let cut = message(format!("|d {ones}\u{e9}").as_bytes());
+        assert!(
+            cut.contains(&format!("malformed number '{ones}':")),
+            "{cut}"
+        );
+        let kept = message(format!("|d {}\u{e9}", &ones[1..]).as_bytes());
+        assert!(kept.contains(&format!("'{}\u{e9}':", &ones[1..])), "{kept}");
     }
 
     #[test]

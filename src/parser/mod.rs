@@ -3,8 +3,8 @@
 //! [`number`] scans and converts numbers, [`line`](mod@line) parses the samples of one line,
 //! [`columns`] holds the decoded data, and [`stream`] drives them over a byte stream,
 //! grouping lines into sequences (`word` holds the word-at-a-time helpers they share with
-//! the index scan, `block` the byte masks of 64-byte blocks). Nothing here does I/O or
-//! knows about files or threads.
+//! the index scan, `block` the byte masks of 64-byte blocks, `quote` the rendering of data
+//! bytes in messages). Nothing here does I/O or knows about files or threads.
 
 pub(crate) mod block;
 pub mod columns;
@@ -16,6 +16,7 @@ pub(crate) mod line_blocks;
 pub(crate) mod long_mantissa;
 pub(crate) mod lookup;
 pub mod number;
+pub(crate) mod quote;
 pub mod stream;
 pub mod values;
 pub(crate) mod word;

@@ -16,6 +16,7 @@ use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{BufferLengths, ParsedSequences, SequenceInfo};
 use crate::parser::line::{skip_space, LineLead, LineParser};
 use crate::parser::number::Element;
+use crate::parser::quote::quote;
 use crate::parser::word::{leading_digits, load_word, low_bytes};
 
 /// Options of the sequence rules that are not about inputs.
@@ -733,7 +734,7 @@ impl<T: Element> StreamParser<T> {
                             line_no,
                             format!(
                                 "sequence id '{}' does not fit in 64 bits",
-                                String::from_utf8_lossy(&buf[start..content])
+                                quote(&buf[start..content], usize::MAX)
                             ),
                         ),
                         Some(id) => {
