@@ -730,13 +730,7 @@ impl<T: Element> StreamParser<T> {
                         open.id_len = digits as usize;
                     }
                     match id {
-                        None => self.sequence_error(
-                            line_no,
-                            format!(
-                                "sequence id '{}' does not fit in 64 bits",
-                                quote(&buf[start..content], usize::MAX)
-                            ),
-                        ),
+                        None => self.sequence_error(line_no, long_id_message(&buf[start..content])),
                         Some(id) => {
                             if self.repeats.is_repeat(id, line_no) {
                                 self.sequence_error(
@@ -895,6 +889,27 @@ impl<T: Element> StreamParser<T> {
         };
         self.scratch_counts = counts;
         result
+    }
+}
+
+/// The most digits of an id too long for 64 bits that its message quotes.
+const QUOTED_ID_DIGITS: usize = 40;
+
+/// The message for the id `digits`, too long for 64 bits: the id itself, or with more than
+/// [`QUOTED_ID_DIGITS`] digits its count and its first digits (a line of a million digits
+/// is one line of message, not a million characters).
+fn long_id_message(digits: &[u8]) -> String {
+    if digits.len() <= QUOTED_ID_DIGITS {
+        format!(
+            "sequence id '{}' does not fit in 64 bits",
+            quote(digits, QUOTED_ID_DIGITS)
+        )
+    } else {
+        format!(
+            "sequence id of {} digits ('{}...') does not fit in 64 bits",
+            digits.len(),
+            quote(digits, QUOTED_ID_DIGITS)
+        )
     }
 }
 
@@ -1176,7 +1191,16 @@ mod tests {
         assert_eq!(p.counts.skipped_lines, 3);
         // A too-long id.
         let p = parse("99999999999999999999 |a 1 |b\n");
-        assert!(p.errors[0].1.contains("does not fit in 64 bits"));
+        assert!(p.errors[0]
+            .1
+            .contains("sequence id '99999999999999999999' does not fit in 64 bits"));
+        // A very long one: its length and first digits.
+        let p = parse(&format!("{} |a 1 |b\n", "12".repeat(500_000)));
+        let want = format!(
+            "sequence id of 1000000 digits ('{}...') does not fit in 64 bits",
+            "12".repeat(20)
+        );
+        assert!(p.errors[0].1.ends_with(&want), "{}", p.errors[0].1);
     }
 
     #[test]
