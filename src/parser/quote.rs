@@ -4,10 +4,12 @@
 //! Printable ASCII and valid UTF-8 characters that are not control characters are kept as
 //! they are (`é`, `日本`). Control characters are escaped: NUL, tab, carriage return and line
 //! feed as `\0`, `\t`, `\r` and `\n`, the other C0 controls and DEL as `\xNN`, the C1 controls
-//! (U+0080 to U+009F) as `\u{NN}`. A byte that is not part of valid UTF-8 is written `\xNN`, so
-//! that the message shows the byte itself rather than U+FFFD. A backslash is doubled, so that
-//! `\x1B` in a message is always the escape byte and never the four characters of the data.
-//! Hex digits are upper case, as in the messages' `byte 0xC3`.
+//! (U+0080 to U+009F) as `\u{NN}`; so are, as `\u{NNNN}`, the line and paragraph separators
+//! and the bidirectional format characters, which could break the line or reorder it. A
+//! byte that is not part of valid UTF-8 is written `\xNN`, so that the message shows the byte
+//! itself rather than U+FFFD. A backslash is doubled, so that `\x1B` in a message is always
+//! the escape byte and never the four characters of the data. Hex digits are upper case, as
+//! in the messages' `byte 0xC3`.
 
 use std::fmt::Write;
 
@@ -45,12 +47,23 @@ fn push_char(text: &mut String, c: char) {
         '\n' => text.push_str("\\n"),
         '\\' => text.push_str("\\\\"),
         c if c.is_ascii_control() => push_hex_byte(text, c as u8),
-        // The C1 controls, U+0080 to U+009F.
-        c if c.is_control() => {
+        // The C1 controls, U+0080 to U+009F, and the characters that break a line or
+        // reorder the text around them.
+        c if c.is_control() || breaks_or_reorders(c) => {
             let _ = write!(text, "\\u{{{:X}}}", u32::from(c));
         }
         c => text.push(c),
     }
+}
+
+/// Whether `c` is a line or paragraph separator (U+2028, U+2029) or a bidirectional format
+/// character (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), which a
+/// terminal or viewer may show as a line break or use to reorder the message around it.
+fn breaks_or_reorders(c: char) -> bool {
+    matches!(
+        c,
+        '\u{61C}' | '\u{200E}' | '\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
 }
 
 /// Appends `\xNN` for the byte `b`.
@@ -102,6 +115,21 @@ mod tests {
         assert_eq!(all("\u{80}".as_bytes()), "\\u{80}");
         assert_eq!(all("1\u{9b}31m".as_bytes()), "1\\u{9B}31m");
         assert_eq!(all("\u{9f}\u{a0}".as_bytes()), "\\u{9F}\u{a0}");
+    }
+
+    #[test]
+    fn line_separators_and_bidirectional_controls_are_escaped() {
+        assert_eq!(all("1\u{2028}2\u{2029}".as_bytes()), "1\\u{2028}2\\u{2029}");
+        // A right-to-left override and its pop, isolates, marks.
+        assert_eq!(
+            all("\u{202E}1\u{202C}\u{2066}\u{2069}\u{200F}\u{61C}".as_bytes()),
+            "\\u{202E}1\\u{202C}\\u{2066}\\u{2069}\\u{200F}\\u{61C}"
+        );
+        // Their neighbours are kept.
+        assert_eq!(
+            all("\u{2027}\u{202F}\u{2065}\u{206A}".as_bytes()),
+            "\u{2027}\u{202F}\u{2065}\u{206A}"
+        );
     }
 
     #[test]
