@@ -503,8 +503,9 @@ fn validate_config(dir: &Path, text: &str) -> Bounded {
 }
 
 /// Configurations nested 100,000 deep (records, braces, parentheses, conditionals, unary
-/// minus, sums) are a located "nested deeper than 128 levels" error, never a stack overflow;
-/// self-referencing ones give a configuration error naming the file, never a hang.
+/// minus, sums nested to the right) are a located "nested deeper than 128 levels" error,
+/// never a stack overflow; self-referencing ones give a configuration error naming the file,
+/// never a hang.
 #[test]
 fn deep_and_self_referencing_configurations() {
     let dir = tempfile::tempdir().unwrap();
@@ -519,7 +520,7 @@ fn deep_and_self_referencing_configurations() {
             " else 0".repeat(n)
         ),
         format!("x = {}1{}\n", "{ y = ".repeat(n), " }".repeat(n)),
-        format!("x = 1{}\n", " + 1".repeat(n)),
+        format!("x = {}1{}\n", "1 + (".repeat(n), ")".repeat(n)),
     ];
     for (i, text) in deep.iter().enumerate() {
         let full = format!(
@@ -545,6 +546,25 @@ fn deep_and_self_referencing_configurations() {
         assert_eq!(b.run.code, 2, "{text}: {}", b.run.stderr);
         assert!(b.run.stderr.contains("c.cntk"), "{text}: {}", b.run.stderr);
     }
+}
+
+/// A flat chain of 100,000 terms of one operator is not nesting: a sparse input whose dim is
+/// `1 + 1 + ... + 1` (100,000 terms), and a record whose `randomize` is a chain of 100,000
+/// `&&`, are accepted and take effect: index 99,999 is read, 100,000 is refused.
+#[test]
+fn flat_chains_of_100000_terms_in_configurations() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 100_000;
+    let data = write(dir.path(), "s.ctf", "1 |a 99999:1\n2 |a 100000:1\n");
+    let dim = format!("1{}", " + 1".repeat(n - 1));
+    let randomize = format!("true{}", " && true".repeat(n - 1));
+    let text = format!(
+        "reader = [\n file = \"{}\"\n randomize = {randomize}\n input = [ a = [ dim = {dim} ; format = \"sparse\" ] ]\n]\n",
+        s(&data)
+    );
+    let config = write(dir.path(), "c.cntk", text);
+    let b = bounded(&["validate", s(&config), "--section", "reader"], 20, 200);
+    assert_one_error(&b.run, &data, 2, 6, "out of range (dim 100000)");
 }
 
 /// Every malformed case of CNTK-BEHAVIOUR §3.8 and SPEC §7.2, one file each: the error is

@@ -7,7 +7,7 @@ use super::error::Pos;
 /// An expression with its position.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expr {
-    /// Where the expression starts (for infix operations: the operator).
+    /// Where the expression starts (for infix operations: the last operator of the chain).
     pub pos: Pos,
     /// What the expression is.
     pub kind: ExprKind,
@@ -32,8 +32,11 @@ pub enum ExprKind {
     Array(Vec<Expr>),
     /// A unary operation.
     Unary(UnaryOp, Box<Expr>),
-    /// An infix operation.
-    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    /// A run of infix operations of one precedence, applied left to right: `first`, then
+    /// each link's operator with its operand (`a - b + c` is `((a - b) + c)`). A run is one
+    /// node however long it is, so a long sum is not deep nesting. A parenthesised left operand
+    /// stays a node of its own: `(a + b) + c` is a chain whose first operand is a chain.
+    Chain(Box<Expr>, Vec<ChainLink>),
     /// `if cond then a else b`.
     If(Box<Expr>, Box<Expr>, Box<Expr>),
     /// `target.name`, with the position of `name`.
@@ -62,7 +65,7 @@ impl ExprKind {
             ExprKind::Record(_) => "record",
             ExprKind::Array(_) => "array",
             ExprKind::Unary(..) => "unary operation",
-            ExprKind::Binary(..) => "infix operation",
+            ExprKind::Chain(..) => "infix operation",
             ExprKind::If(..) => "conditional",
             ExprKind::Member(..) => "member access",
             ExprKind::Index(..) => "indexing",
@@ -72,6 +75,17 @@ impl ExprKind {
             ExprKind::ArrayCtor(..) => "array constructor",
         }
     }
+}
+
+/// One step of an [`ExprKind::Chain`]: an infix operator and its right operand.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainLink {
+    /// The operator.
+    pub op: BinaryOp,
+    /// Position of the operator (where errors of this step are reported).
+    pub pos: Pos,
+    /// The right operand.
+    pub operand: Expr,
 }
 
 /// Arguments of a call, or parameters of a function definition.
@@ -117,7 +131,7 @@ pub enum UnaryOp {
     Not,
 }
 
-/// Infix operators (`:` builds an [`ExprKind::Array`] instead).
+/// Infix operators (`:` builds an [`ExprKind::Array`] instead). All are left-associative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinaryOp {
     /// `+` (numbers, string concatenation)
@@ -159,6 +173,24 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// How tightly the operator binds (higher binds tighter); operators of one precedence
+    /// share a chain.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinaryOp::Mul | BinaryOp::Div | BinaryOp::ElemMul | BinaryOp::Pow | BinaryOp::Mod => 10,
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::With => 9,
+            BinaryOp::Eq
+            | BinaryOp::Ne
+            | BinaryOp::Lt
+            | BinaryOp::Le
+            | BinaryOp::Gt
+            | BinaryOp::Ge => 8,
+            BinaryOp::And => 7,
+            BinaryOp::Or => 6,
+            BinaryOp::Shl | BinaryOp::Shr => 5,
+        }
+    }
+
     /// The operator as written.
     pub fn symbol(self) -> &'static str {
         match self {

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
 
-use super::ast::{BinaryOp, Expr, ExprKind, Member, Record, UnaryOp};
+use super::ast::{BinaryOp, ChainLink, Expr, ExprKind, Member, Record, UnaryOp};
 use super::error::{Error, Pos};
 use super::MAX_DEPTH;
 
@@ -278,7 +278,7 @@ impl<'a> Evaluator<'a> {
             ))),
             ExprKind::Array(items) => self.array(items, scope),
             ExprKind::Unary(op, operand) => self.unary(*op, operand, expr.pos, scope),
-            ExprKind::Binary(op, lhs, rhs) => self.binary(*op, lhs, rhs, expr.pos, scope),
+            ExprKind::Chain(first, links) => self.chain(first, links, scope),
             ExprKind::If(cond, then, otherwise) => self.conditional(cond, then, otherwise, scope),
             ExprKind::Member(target, name, name_pos) => self.member(target, name, *name_pos, scope),
             ExprKind::Index(target, index) => self.index(target, index, expr.pos, scope),
@@ -437,94 +437,135 @@ impl<'a> Evaluator<'a> {
         }
     }
 
+    /// Evaluates a chain exactly as the left-nested tree it stands for (`((a + b) + c)`) was
+    /// evaluated, without recursing per link: the tree's root is the last link, so the last
+    /// unsupported operator is reported before any operand is evaluated; then the operands are
+    /// evaluated and combined left to right, `&&` and `||` skipping their right operand when
+    /// the left one decides.
     #[inline(never)]
-    fn binary(
+    fn chain(
         &mut self,
-        op: BinaryOp,
-        lhs: &'a Expr,
-        rhs: &'a Expr,
-        pos: Pos,
+        first: &'a Expr,
+        links: &'a [ChainLink],
         scope: &RecordValue<'a>,
     ) -> Result<Value<'a>, Error> {
-        use BinaryOp as B;
-        match op {
-            B::Pow | B::Mod | B::Shl | B::Shr | B::With => {
-                return Err(unsupported(pos, format!("operator '{}'", op.symbol())))
-            }
-            B::And | B::Or => {
-                let left = self.eval_bool(lhs, scope, op)?;
-                // Short-circuit: the right operand is only evaluated when it matters.
-                if (op == B::And) != left {
-                    return Ok(Value::Bool(left));
-                }
-                return self.eval_bool(rhs, scope, op).map(Value::Bool);
-            }
-            _ => {}
+        if let Some(link) = links.iter().rev().find(|l| !is_evaluable(l.op)) {
+            return Err(unsupported(
+                link.pos,
+                format!("operator '{}'", link.op.symbol()),
+            ));
         }
-        let left = self.eval(lhs, scope)?;
-        let right = self.eval(rhs, scope)?;
-        let mismatch = |l: &Value, r: &Value| {
-            Error::new(
-                pos,
-                format!(
-                    "cannot apply '{}' to {} and {}",
-                    op.symbol(),
-                    l.type_name(),
-                    r.type_name()
-                ),
-            )
-        };
-        let value = match (&left, &right) {
-            (Value::Number(a), Value::Number(b)) => match op {
-                B::Add => Value::Number(a + b),
-                B::Sub => Value::Number(a - b),
-                B::Mul | B::ElemMul => Value::Number(a * b),
-                B::Div => Value::Number(a / b),
-                B::Eq => Value::Bool(a == b),
-                B::Ne => Value::Bool(a != b),
-                B::Lt => Value::Bool(a < b),
-                B::Le => Value::Bool(a <= b),
-                B::Gt => Value::Bool(a > b),
-                B::Ge => Value::Bool(a >= b),
-                _ => return Err(mismatch(&left, &right)),
-            },
-            (Value::Str(a), Value::Str(b)) => match op {
-                B::Add => Value::Str(format!("{a}{b}")),
-                B::Eq => Value::Bool(a == b),
-                B::Ne => Value::Bool(a != b),
-                B::Lt => Value::Bool(a < b),
-                B::Le => Value::Bool(a <= b),
-                B::Gt => Value::Bool(a > b),
-                B::Ge => Value::Bool(a >= b),
-                _ => return Err(mismatch(&left, &right)),
-            },
-            (Value::Bool(a), Value::Bool(b)) => match op {
-                B::Eq => Value::Bool(a == b),
-                B::Ne => Value::Bool(a != b),
-                _ => return Err(mismatch(&left, &right)),
-            },
-            _ => return Err(mismatch(&left, &right)),
-        };
+        let mut value = self.eval(first, scope)?;
+        // Where the left operand of the next link is reported: the start of `first`, then
+        // the operator of the previous link (the root of the subtree it stands for).
+        let mut value_pos = first.pos;
+        for link in links {
+            value = self.link(value, value_pos, link, scope)?;
+            value_pos = link.pos;
+        }
         Ok(value)
     }
 
-    fn eval_bool(
+    /// Applies one link of a chain to the value of everything before it (`left`, reported at
+    /// `left_pos`).
+    fn link(
         &mut self,
-        expr: &'a Expr,
+        left: Value<'a>,
+        left_pos: Pos,
+        link: &'a ChainLink,
         scope: &RecordValue<'a>,
-        op: BinaryOp,
-    ) -> Result<bool, Error> {
-        match self.eval(expr, scope)? {
-            Value::Bool(b) => Ok(b),
-            v => Err(Error::new(
-                expr.pos,
-                format!(
-                    "the operands of '{}' must be booleans, not {}",
-                    op.symbol(),
-                    v.type_name()
-                ),
-            )),
+    ) -> Result<Value<'a>, Error> {
+        let op = link.op;
+        if !matches!(op, BinaryOp::And | BinaryOp::Or) {
+            let right = self.eval(&link.operand, scope)?;
+            return combine(op, link.pos, left, right);
         }
+        let left = as_bool(left, left_pos, op)?;
+        // Short-circuit: the right operand is only evaluated when it matters.
+        if (op == BinaryOp::And) != left {
+            return Ok(Value::Bool(left));
+        }
+        let right = self.eval(&link.operand, scope)?;
+        as_bool(right, link.operand.pos, op).map(Value::Bool)
+    }
+}
+
+/// Whether the evaluator gives operator `op` a value (the others are errors).
+fn is_evaluable(op: BinaryOp) -> bool {
+    use BinaryOp as B;
+    !matches!(op, B::Pow | B::Mod | B::Shl | B::Shr | B::With)
+}
+
+/// `left op right` for an operator other than `&&` and `||`, reported at `pos`.
+fn combine<'a>(
+    op: BinaryOp,
+    pos: Pos,
+    left: Value<'a>,
+    right: Value<'a>,
+) -> Result<Value<'a>, Error> {
+    let types = (left.type_name(), right.type_name());
+    let value = match (left, right) {
+        (Value::Number(a), Value::Number(b)) => numbers(op, a, b),
+        (Value::Str(mut a), Value::Str(b)) if op == BinaryOp::Add => {
+            // In place, so that a long chain of concatenations takes linear time.
+            a.push_str(&b);
+            Some(Value::Str(a))
+        }
+        (Value::Str(a), Value::Str(b)) => compare(op, &a, &b),
+        (Value::Bool(a), Value::Bool(b)) => match op {
+            BinaryOp::Eq => Some(Value::Bool(a == b)),
+            BinaryOp::Ne => Some(Value::Bool(a != b)),
+            _ => None,
+        },
+        _ => None,
+    };
+    value.ok_or_else(|| {
+        let (left, right) = types;
+        let message = format!("cannot apply '{}' to {left} and {right}", op.symbol());
+        Error::new(pos, message)
+    })
+}
+
+/// `a op b` on numbers; `None` for an operator numbers do not take.
+fn numbers<'a>(op: BinaryOp, a: f64, b: f64) -> Option<Value<'a>> {
+    use BinaryOp as B;
+    let value = match op {
+        B::Add => Value::Number(a + b),
+        B::Sub => Value::Number(a - b),
+        B::Mul | B::ElemMul => Value::Number(a * b),
+        B::Div => Value::Number(a / b),
+        _ => return compare(op, &a, &b),
+    };
+    Some(value)
+}
+
+/// `a op b` for a comparison operator; `None` for any other operator.
+fn compare<'a, T: PartialOrd + ?Sized>(op: BinaryOp, a: &T, b: &T) -> Option<Value<'a>> {
+    use BinaryOp as B;
+    let result = match op {
+        B::Eq => a == b,
+        B::Ne => a != b,
+        B::Lt => a < b,
+        B::Le => a <= b,
+        B::Gt => a > b,
+        B::Ge => a >= b,
+        _ => return None,
+    };
+    Some(Value::Bool(result))
+}
+
+/// An operand of `&&` or `||`, which must be a boolean; reported at `pos`.
+fn as_bool(value: Value, pos: Pos, op: BinaryOp) -> Result<bool, Error> {
+    match value {
+        Value::Bool(b) => Ok(b),
+        v => Err(Error::new(
+            pos,
+            format!(
+                "the operands of '{}' must be booleans, not {}",
+                op.symbol(),
+                v.type_name()
+            ),
+        )),
     }
 }
 
@@ -705,5 +746,183 @@ mod tests {
         }
         ok.push_str("a50 = 0\n");
         assert_eq!(eval_x(&ok).unwrap(), "50");
+    }
+
+    /// Runs `f` on a thread with 1 MiB of stack, where recursing once per term of a chain of
+    /// 100,000 terms would overflow.
+    fn with_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let worker = std::thread::Builder::new().stack_size(1 << 20);
+        worker.spawn(f).unwrap().join().unwrap()
+    }
+
+    /// `x = FIRST LINK(2) LINK(3) ... LINK(n)`: a chain of `n` terms.
+    fn chain(first: &str, n: usize, link: impl Fn(usize) -> String) -> String {
+        let mut text = format!("x = {first}");
+        for k in 2..=n {
+            text.push_str(&link(k));
+        }
+        text
+    }
+
+    #[test]
+    fn long_sums_and_differences() {
+        with_small_stack(|| {
+            for n in [129, 1000, 100_000] {
+                let sum = chain("1", n, |k| format!(" + {k}"));
+                assert_eq!(eval_x(&sum).unwrap(), (n * (n + 1) / 2).to_string());
+                // 1 - 2 + 3 - 4 ... n, grouped from the left: -n/2 for even n, else (n+1)/2.
+                let signed = |k: usize| {
+                    let op = if k.is_multiple_of(2) { '-' } else { '+' };
+                    format!(" {op} {k}")
+                };
+                let n = n as i64;
+                let expected = if n % 2 == 0 { -n / 2 } else { (n + 1) / 2 };
+                assert_eq!(
+                    eval_x(&chain("1", n as usize, signed)).unwrap(),
+                    expected.to_string()
+                );
+                // Parenthesised operands: the first n odd numbers add up to n².
+                let odd = chain("(1 * 2 - 1)", n as usize, |k| format!(" + ({k} * 2 - 1)"));
+                assert_eq!(eval_x(&odd).unwrap(), (n * n).to_string());
+            }
+        });
+    }
+
+    #[test]
+    fn long_products_and_quotients() {
+        with_small_stack(|| {
+            for n in [129, 1000, 100_000] {
+                // Links cycle through `* 4`, `/ 2`, `.* 0.5`; the result is 3 * 2^e, e counting
+                // +2 for each `* 4` and -1 for each of the others (all exact in binary).
+                let links = [" * 4", " / 2", " .* 0.5"];
+                let text = chain("3", n, |k| links[k % 3].to_string());
+                let e: i32 = (2..=n).map(|k| if k % 3 == 0 { 2 } else { -1 }).sum();
+                assert_eq!(eval_x(&text).unwrap(), (3.0 * 2f64.powi(e)).to_string());
+            }
+        });
+    }
+
+    #[test]
+    fn long_comparisons_logic_and_concatenations() {
+        with_small_stack(|| {
+            for n in [129, 1000, 100_000] {
+                // Grouped from the left, every step compares booleans; from the right, the
+                // first step would compare a number with a boolean.
+                let cmp = |k: usize| {
+                    let link = if k.is_multiple_of(2) {
+                        " == true"
+                    } else {
+                        " != false"
+                    };
+                    link.to_string()
+                };
+                assert_eq!(eval_x(&chain("1 < 2", n, cmp)).unwrap(), "true");
+                assert_eq!(
+                    eval_x(&(chain("1 < 2", n, cmp) + " == false")).unwrap(),
+                    "false"
+                );
+                let all = chain("true", n, |_| " && true".to_string());
+                assert_eq!(eval_x(&all).unwrap(), "true");
+                // Short circuit: the operands after the deciding one are never evaluated.
+                let and = chain("true", n, |k| {
+                    if k < n / 2 { " && true" } else { " && f(1)" }.into()
+                });
+                let and = and.replacen(" && f(1)", " && false", 1);
+                assert_eq!(eval_x(&and).unwrap(), "false");
+                let or = chain("false", n, |k| {
+                    if k < n / 2 { " || false" } else { " || $M$" }.into()
+                });
+                let or = or.replacen(" || $M$", " || true", 1);
+                assert_eq!(eval_x(&or).unwrap(), "true");
+                let letter = |k: usize| char::from(b'a' + (k % 26) as u8);
+                let text = chain("'b'", n, |k| format!(" + '{}'", letter(k)));
+                let expected: String = (1..=n).map(letter).collect();
+                assert_eq!(eval_x(&text).unwrap(), format!("{expected:?}"));
+            }
+        });
+    }
+
+    #[test]
+    fn long_arrays() {
+        with_small_stack(|| {
+            for n in [129, 1000, 100_000] {
+                // (0 : 1 : ... : n-1), indexed at its last element.
+                let text = chain("(0", n, |k| format!(" : {}", k - 1)) + &format!(")[{}]", n - 1);
+                assert_eq!(eval_x(&text).unwrap(), (n - 1).to_string());
+            }
+        });
+    }
+
+    /// An error in a chain of 1,000 terms is the error of the same short chain (as the
+    /// evaluator of nested binary nodes gave it), moved by the text inserted before it.
+    #[test]
+    fn errors_in_long_chains_are_those_of_short_ones() {
+        // (text with {A} and {B} where terms are inserted, the inserted term, the short
+        // chain's error column and message)
+        let cases = [
+            (
+                "1 + 2{A} + 'a' + 3{B}",
+                " + 0",
+                11,
+                "cannot apply '+' to a number and a string",
+            ),
+            (
+                "1{A} + 2 && true{B}",
+                " + 0",
+                7,
+                "the operands of '&&' must be booleans, not a number",
+            ),
+            (
+                "true && true{A} && 1 && true{B}",
+                " && true",
+                21,
+                "the operands of '&&' must be booleans, not a number",
+            ),
+            (
+                "false{A} || 'b' || true{B}",
+                " || false",
+                14,
+                "the operands of '||' must be booleans, not a string",
+            ),
+            (
+                "1{A} == 1 == 2{B}",
+                " + 0",
+                12,
+                "cannot apply '==' to a boolean and a number",
+            ),
+            (
+                "1{A} * 'a' ** 2{B}",
+                " * 1",
+                13,
+                "cannot evaluate operator '**'",
+            ),
+            (
+                "1 ** 2{A} * 'a' % 3{B}",
+                " * 1",
+                18,
+                "cannot evaluate operator '%'",
+            ),
+        ];
+        let errors = with_small_stack(move || {
+            let mut errors = Vec::new();
+            for (text, term, col, message) in cases {
+                let short = format!("x = {}", text.replace("{A}", "").replace("{B}", ""));
+                let long = format!(
+                    "x = {}",
+                    text.replace("{A}", &term.repeat(1000))
+                        .replace("{B}", &term.repeat(1000))
+                );
+                let short = eval_x(&short).unwrap_err();
+                let long = eval_x(&long).unwrap_err();
+                errors.push((short, long, term.len() * 1000, col, message));
+            }
+            errors
+        });
+        for (short, long, shift, col, message) in errors {
+            assert_eq!(short.pos(), Pos::new(1, col), "{short}");
+            assert!(short.message().starts_with(message), "{short}");
+            assert_eq!(long.message(), short.message());
+            assert_eq!(long.pos(), Pos::new(1, col + shift as u32), "{long}");
+        }
     }
 }

@@ -27,11 +27,13 @@ mod eval;
 mod lexer;
 mod parser;
 
-pub use ast::{Args, BinaryOp, Expr, ExprKind, Member, Record, UnaryOp};
+pub use ast::{Args, BinaryOp, ChainLink, Expr, ExprKind, Member, Record, UnaryOp};
 pub use error::{Error, Pos};
 pub use eval::{Evaluator, MemberRef, RecordValue, Value};
 pub use parser::parse;
 
 /// Deepest nesting of expressions and of chained member references that is accepted; beyond
-/// it, parsing or evaluation fails with a clear error instead of exhausting the stack.
+/// it, parsing or evaluation fails with a clear error instead of exhausting the stack. A run of
+/// infix operators of one precedence (`a + b - c + ...`) or of `:` is one level however long it
+/// is ([`ExprKind::Chain`], [`ExprKind::Array`]).
 pub const MAX_DEPTH: usize = 128;

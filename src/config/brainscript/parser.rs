@@ -5,9 +5,11 @@
 //! `*` `/` `.*` `**` `%`, unary `-` `+` `!`, then postfix `.name`, `[index]`, `(args)` and
 //! `{args}`. An expression continues across line breaks while an operator can continue it;
 //! record members are separated by a line break, `;` or `,`. Nesting is capped at
-//! [`MAX_DEPTH`] so that no input can exhaust the stack.
+//! [`MAX_DEPTH`] so that no input can exhaust the stack. All infix operators are
+//! left-associative; a run of them at one precedence is built as one [`ExprKind::Chain`] node,
+//! so a sum of any length is not nesting.
 
-use super::ast::{Args, BinaryOp, Expr, ExprKind, Member, Record, UnaryOp};
+use super::ast::{Args, BinaryOp, ChainLink, Expr, ExprKind, Member, Record, UnaryOp};
 use super::error::{Error, Pos};
 use super::lexer::{tokenize, TokKind, Token};
 use super::MAX_DEPTH;
@@ -64,33 +66,48 @@ enum Infix {
 
 fn infix_of(token: &Token) -> Option<(Infix, u8)> {
     let op = match &token.kind {
-        TokKind::Keyword("with") => return Some((Infix::Binary(BinaryOp::With), 9)),
-        TokKind::Punct(p) => *p,
+        TokKind::Keyword("with") => BinaryOp::With,
+        TokKind::Punct(p) => match binary_op(p) {
+            Some(op) => op,
+            None => return other_infix_of(p),
+        },
         _ => return None,
     };
-    let binary = |b, prec| Some((Infix::Binary(b), prec));
-    match op {
+    Some((Infix::Binary(op), op.precedence()))
+}
+
+/// The infix operator written `p`, if it is one.
+fn binary_op(p: &str) -> Option<BinaryOp> {
+    let op = match p {
+        "*" => BinaryOp::Mul,
+        "/" => BinaryOp::Div,
+        ".*" => BinaryOp::ElemMul,
+        "**" => BinaryOp::Pow,
+        "%" => BinaryOp::Mod,
+        "+" => BinaryOp::Add,
+        "-" => BinaryOp::Sub,
+        "==" => BinaryOp::Eq,
+        "!=" => BinaryOp::Ne,
+        "<" => BinaryOp::Lt,
+        "<=" => BinaryOp::Le,
+        ">" => BinaryOp::Gt,
+        ">=" => BinaryOp::Ge,
+        "&&" => BinaryOp::And,
+        "||" => BinaryOp::Or,
+        "<<" => BinaryOp::Shl,
+        ">>" => BinaryOp::Shr,
+        _ => return None,
+    };
+    Some(op)
+}
+
+/// The punctuation that continues an operand other than the infix operators.
+fn other_infix_of(p: &str) -> Option<(Infix, u8)> {
+    match p {
         "." => Some((Infix::Dot, 99)),
         "[" => Some((Infix::Index, 99)),
         "(" => Some((Infix::Call(false), 99)),
         "{" => Some((Infix::Call(true), 99)),
-        "*" => binary(BinaryOp::Mul, 10),
-        "/" => binary(BinaryOp::Div, 10),
-        ".*" => binary(BinaryOp::ElemMul, 10),
-        "**" => binary(BinaryOp::Pow, 10),
-        "%" => binary(BinaryOp::Mod, 10),
-        "+" => binary(BinaryOp::Add, 9),
-        "-" => binary(BinaryOp::Sub, 9),
-        "==" => binary(BinaryOp::Eq, 8),
-        "!=" => binary(BinaryOp::Ne, 8),
-        "<" => binary(BinaryOp::Lt, 8),
-        "<=" => binary(BinaryOp::Le, 8),
-        ">" => binary(BinaryOp::Gt, 8),
-        ">=" => binary(BinaryOp::Ge, 8),
-        "&&" => binary(BinaryOp::And, 7),
-        "||" => binary(BinaryOp::Or, 6),
-        "<<" => binary(BinaryOp::Shl, 5),
-        ">>" => binary(BinaryOp::Shr, 5),
         ":" => Some((Infix::Colon, 4)),
         "=>" => Some((Infix::Arrow, 0)),
         _ => None,
@@ -383,11 +400,18 @@ impl Parser {
 
     fn expression_inner(&mut self, min_prec: u8) -> Result<Node, Error> {
         let mut node = self.operand()?;
+        // Whether `node` is a chain built by this loop: a further operator of its precedence
+        // extends it rather than nesting it (a parenthesised operand is never extended).
+        let mut open_chain = false;
         while let Some((infix, prec)) = infix_of(self.peek()) {
             if prec < min_prec {
                 break;
             }
-            node = self.infix(node, infix, prec)?;
+            (node, open_chain) = match infix {
+                Infix::Binary(op) => (self.binary(node, op, open_chain)?, true),
+                Infix::Colon => (self.colon(node, prec)?, false),
+                other => (self.postfix(node, other, prec)?, false),
+            };
         }
         Ok(node)
     }
@@ -395,22 +419,35 @@ impl Parser {
     // The helpers below are kept out of line so that the frames of the recursive path
     // (expression -> operand -> expression) stay small, even in unoptimized builds.
 
-    /// Applies one infix or postfix operator to `left`.
-    fn infix(&mut self, left: Node, infix: Infix, prec: u8) -> Result<Node, Error> {
-        match infix {
-            Infix::Binary(op) => self.binary(left, op, prec),
-            Infix::Colon => self.colon(left, prec),
-            other => self.postfix(left, other, prec),
-        }
-    }
-
-    /// `left op right` for a regular infix operator.
+    /// `left op operand` for a regular infix operator: a new chain starting with `left`, or,
+    /// with `extend` and an operator of the chain's precedence, one more link of `left`.
     #[inline(never)]
-    fn binary(&mut self, (left, depth): Node, op: BinaryOp, prec: u8) -> Result<Node, Error> {
+    fn binary(&mut self, (left, depth): Node, op: BinaryOp, extend: bool) -> Result<Node, Error> {
         let op_pos = self.advance().pos;
-        let (right, right_depth) = self.expression(prec + 1)?;
-        let depth = Self::check_tree_depth(op_pos, depth.max(right_depth) + 1)?;
-        let kind = ExprKind::Binary(op, Box::new(left), Box::new(right));
+        let (operand, operand_depth) = self.expression(op.precedence() + 1)?;
+        let link = ChainLink {
+            op,
+            pos: op_pos,
+            operand,
+        };
+        let (first, mut links, depth) = match left.kind {
+            ExprKind::Chain(first, links)
+                if extend && links.last().map(|l| l.op.precedence()) == Some(op.precedence()) =>
+            {
+                (first, links, depth.max(operand_depth + 1))
+            }
+            kind => {
+                let first = Box::new(Expr {
+                    pos: left.pos,
+                    kind,
+                });
+                (first, Vec::new(), depth.max(operand_depth) + 1)
+            }
+        };
+        let depth = Self::check_tree_depth(op_pos, depth)?;
+        links.push(link);
+        // A chain is reported at its last operator, the root of the tree it stands for.
+        let kind = ExprKind::Chain(first, links);
         Ok((Expr { pos: op_pos, kind }, depth))
     }
 
@@ -419,22 +456,23 @@ impl Parser {
     fn colon(&mut self, (left, depth): Node, prec: u8) -> Result<Node, Error> {
         let op_pos = self.advance().pos;
         let (right, right_depth) = self.expression(prec + 1)?;
-        let items = match left.kind {
+        let (items, depth) = match left.kind {
+            // One more element: the array gets no deeper than that element.
             ExprKind::Array(mut items) => {
                 items.push(right);
-                items
+                (items, depth.max(right_depth + 1))
             }
-            other => vec![
-                Expr {
+            other => {
+                let left = Expr {
                     pos: left.pos,
                     kind: other,
-                },
-                right,
-            ],
+                };
+                (vec![left, right], depth.max(right_depth) + 1)
+            }
         };
         // An array keeps the position of its first element.
         let first = items.first().map_or(op_pos, |e| e.pos);
-        let depth = Self::check_tree_depth(first, depth.max(right_depth) + 1)?;
+        let depth = Self::check_tree_depth(first, depth)?;
         let kind = ExprKind::Array(items);
         Ok((Expr { pos: first, kind }, depth))
     }
@@ -480,7 +518,8 @@ impl Parser {
                 let kind = ExprKind::Lambda(params, boxed(body));
                 return Ok((Expr { pos, kind }, depth));
             }
-            Infix::Binary(_) | Infix::Colon => return self.infix((left, depth), infix, prec),
+            Infix::Binary(op) => return self.binary((left, depth), op, false),
+            Infix::Colon => return self.colon((left, depth), prec),
         };
         let depth = Self::check_tree_depth(op_pos, new_depth + 1)?;
         Ok((Expr { pos: op_pos, kind }, depth))
@@ -630,23 +669,106 @@ mod tests {
         doc.members.into_iter().next().unwrap().value
     }
 
+    /// The shape of an expression with every chain in parentheses (operators, numbers,
+    /// names and unary operators only).
+    fn shape(e: &Expr) -> String {
+        match &e.kind {
+            ExprKind::Number(n) => format!("{n}"),
+            ExprKind::Ident(name) => name.clone(),
+            ExprKind::Bool(b) => format!("{b}"),
+            ExprKind::Unary(UnaryOp::Not, inner) => format!("!{}", shape(inner)),
+            ExprKind::Unary(_, inner) => format!("-{}", shape(inner)),
+            ExprKind::Chain(first, links) => {
+                let mut text = format!("({}", shape(first));
+                for link in links {
+                    text.push_str(&format!(" {} {}", link.op.symbol(), shape(&link.operand)));
+                }
+                text + ")"
+            }
+            other => other.describe().to_string(),
+        }
+    }
+
     #[test]
     fn precedence() {
         let e = value("1 + 2 * 3 == 7 && !false || x");
-        let ExprKind::Binary(BinaryOp::Or, lhs, _) = e.kind else {
+        assert_eq!(shape(&e), "((((1 + (2 * 3)) == 7) && !false) || x)");
+        assert_eq!(shape(&value("a || b && c")), "(a || (b && c))");
+        assert_eq!(shape(&value("1 << 2 + 3 >> 4")), "(1 << (2 + 3) >> 4)");
+    }
+
+    #[test]
+    fn one_precedence_makes_one_chain() {
+        assert_eq!(shape(&value("1 - 2 + 3 - 4")), "(1 - 2 + 3 - 4)");
+        assert_eq!(
+            shape(&value("a * b / c .* d % e ** f")),
+            "(a * b / c .* d % e ** f)"
+        );
+        assert_eq!(
+            shape(&value("a < b == c != d >= e")),
+            "(a < b == c != d >= e)"
+        );
+        assert_eq!(shape(&value("a && b && c")), "(a && b && c)");
+        assert_eq!(
+            shape(&value("1 * 2 + 3 * 4 + 5")),
+            "((1 * 2) + (3 * 4) + 5)"
+        );
+        assert_eq!(
+            shape(&value("1 + 2 == 3 + 4 == 5")),
+            "((1 + 2) == (3 + 4) == 5)"
+        );
+        // A parenthesised left operand stays a node of its own, as written.
+        assert_eq!(shape(&value("(1 + 2) + 3")), "((1 + 2) + 3)");
+        assert_eq!(shape(&value("1 + (2 + 3)")), "(1 + (2 + 3))");
+        assert_eq!(shape(&value("-1 - -2")), "(-1 - -2)");
+        // Lines continue a chain.
+        assert_eq!(shape(&value("1\n + 2\n - 3")), "(1 + 2 - 3)");
+    }
+
+    #[test]
+    fn a_chain_is_reported_at_its_last_operator() {
+        let e = value("1 + 2 - 3");
+        assert_eq!(e.pos, Pos::new(1, 11));
+        let ExprKind::Chain(first, links) = &e.kind else {
             panic!("{e:?}")
         };
-        let ExprKind::Binary(BinaryOp::And, cmp, not) = lhs.kind else {
-            panic!()
-        };
-        assert!(matches!(not.kind, ExprKind::Unary(UnaryOp::Not, _)));
-        let ExprKind::Binary(BinaryOp::Eq, sum, _) = cmp.kind else {
-            panic!()
-        };
-        let ExprKind::Binary(BinaryOp::Add, _, prod) = sum.kind else {
-            panic!()
-        };
-        assert!(matches!(prod.kind, ExprKind::Binary(BinaryOp::Mul, _, _)));
+        assert_eq!(first.pos, Pos::new(1, 5));
+        let at: Vec<_> = links.iter().map(|l| (l.op, l.pos, l.operand.pos)).collect();
+        assert_eq!(
+            at,
+            [
+                (BinaryOp::Add, Pos::new(1, 7), Pos::new(1, 9)),
+                (BinaryOp::Sub, Pos::new(1, 11), Pos::new(1, 13)),
+            ]
+        );
+    }
+
+    /// A chain of `n` terms is one node: parsing, cloning, comparing and dropping it recurse
+    /// once, not once per term, so 100,000 terms fit in a small stack.
+    #[test]
+    fn long_chains_are_flat() {
+        let worker = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(|| {
+                for (op, n) in [("+", 129), ("*", 1000), ("&&", 100_000), ("-", 100_000)] {
+                    let text = format!("x = (1){}", format!(" {op} (1)").repeat(n - 1));
+                    let doc = parse(&text).unwrap();
+                    let copy = doc.clone();
+                    assert_eq!(copy, doc);
+                    let ExprKind::Chain(_, links) = &doc.members[0].value.kind else {
+                        panic!("{op}")
+                    };
+                    assert_eq!(links.len(), n - 1);
+                }
+                let array = format!("x = 1{}", " : 1".repeat(99_999));
+                let doc = parse(&array).unwrap();
+                let ExprKind::Array(items) = &doc.members[0].value.kind else {
+                    panic!()
+                };
+                items.len()
+            })
+            .unwrap();
+        assert_eq!(worker.join().unwrap(), 100_000);
     }
 
     #[test]
@@ -660,7 +782,7 @@ mod tests {
         let ExprKind::Array(items) = e.kind else {
             panic!()
         };
-        assert!(matches!(items[0].kind, ExprKind::Binary(BinaryOp::Mul, ..)));
+        assert_eq!(shape(&items[0]), "(0.1 * 5)");
     }
 
     #[test]
@@ -687,7 +809,7 @@ mod tests {
     #[test]
     fn expressions_continue_across_lines() {
         let doc = parse("a = 1\n  + 2\nb = f\n (3)").unwrap();
-        assert!(matches!(doc.members[0].value.kind, ExprKind::Binary(..)));
+        assert!(matches!(doc.members[0].value.kind, ExprKind::Chain(..)));
         assert!(matches!(doc.members[1].value.kind, ExprKind::Call(..)));
     }
 
@@ -731,10 +853,7 @@ mod tests {
         assert!(matches!(value("{ x = 13 }.x").kind, ExprKind::Member(..)));
         assert!(matches!(value("a[1]").kind, ExprKind::Index(..)));
         assert!(matches!(value("[| 1; 2 |]").kind, ExprKind::Array(_)));
-        assert!(matches!(
-            value("r with s").kind,
-            ExprKind::Binary(BinaryOp::With, ..)
-        ));
+        assert_eq!(shape(&value("r with s")), "(r with s)");
         assert!(matches!(value("$DeviceId$").kind, ExprKind::Macro(_)));
     }
 
@@ -744,10 +863,7 @@ mod tests {
         let ExprKind::If(_, _, otherwise) = e.kind else {
             panic!()
         };
-        assert!(matches!(
-            otherwise.kind,
-            ExprKind::Binary(BinaryOp::Add, ..)
-        ));
+        assert_eq!(shape(&otherwise), "(string + string)");
     }
 
     #[test]
@@ -777,15 +893,42 @@ mod tests {
             .contains("nested deeper"));
         let records = format!("x = {}{}", "[ a = ".repeat(5_000), "]".repeat(5_000));
         assert!(parse(&records).is_err());
-        let chain = format!("x = 1{}", " + 1".repeat(10_000));
-        assert!(parse(&chain)
+        let right_nested = format!("x = {}1{}", "1 + (".repeat(10_000), ")".repeat(10_000));
+        assert!(parse(&right_nested)
             .unwrap_err()
             .message()
             .contains("nested deeper"));
         let unary = format!("x = {}1", "-".repeat(10_000));
         assert!(parse(&unary).is_err());
-        let fine = format!("x = 1{}", " + 1".repeat(100));
-        assert!(parse(&fine).is_ok());
+        // A long chain of one precedence is not nesting.
+        let chain = format!("x = 1{}", " + 1".repeat(10_000));
+        assert!(parse(&chain).is_ok());
+    }
+
+    /// Parentheses nested as deep as before are refused at the same place with the same
+    /// message, whether or not each level holds a long chain.
+    #[test]
+    fn chains_do_not_change_the_nesting_cap() {
+        // `levels` parentheses, each closing a chain of `terms` + 1 terms.
+        let nested = |levels: usize, terms: usize| {
+            let sum = " + 1".repeat(terms);
+            format!(
+                "x = {}1{}",
+                "(".repeat(levels),
+                format!("{sum})").repeat(levels)
+            )
+        };
+        let message = format!("expression nested deeper than {MAX_DEPTH} levels");
+        // Alone, the innermost `1` is the 129th level (the member's value is the first).
+        let err = parse(&nested(MAX_DEPTH, 0)).unwrap_err();
+        assert_eq!((err.message(), err.pos()), (&*message, Pos::new(1, 133)));
+        assert!(parse(&nested(MAX_DEPTH - 1, 0)).is_ok());
+        // In a chain, the operand of the innermost `+` is one level deeper than its `1`.
+        for terms in [1, 200] {
+            let err = parse(&nested(MAX_DEPTH - 1, terms)).unwrap_err();
+            assert_eq!((err.message(), err.pos()), (&*message, Pos::new(1, 136)));
+            assert!(parse(&nested(MAX_DEPTH - 2, terms)).is_ok());
+        }
     }
 
     /// The depth cap keeps the worst inputs within a small stack, even unoptimized.
