@@ -34,7 +34,7 @@ use crate::parser::number::{
     ascii_digits_value, ascii_digits_value_pair, lanes_value, leading_digits_value,
     scan_entry_value, scan_entry_value_outlined, Element, NumberError,
 };
-use crate::parser::quote::quote;
+use crate::parser::quote::{quote, QUOTED_BYTES};
 use crate::parser::values::{EntryValue, ValueTier};
 use crate::parser::word::{digit_lanes, load_word, word_at, ONES};
 
@@ -1954,19 +1954,16 @@ impl LineParser {
     }
 }
 
-/// The most bytes of a token that a message quotes.
-const QUOTED_TOKEN_BYTES: usize = 40;
-
 /// The token at `pos` up to whitespace, `|` or the line end, for messages: at most
-/// [`QUOTED_TOKEN_BYTES`] bytes, control characters and invalid UTF-8 escaped ([`quote`]).
+/// [`QUOTED_BYTES`] bytes, control characters and invalid UTF-8 escaped ([`quote`]).
 fn token_at(buf: &[u8], pos: usize) -> String {
     // 3 bytes past the limit, so that a character at the limit is read whole.
-    let window = &buf[pos..buf.len().min(pos + QUOTED_TOKEN_BYTES + 3)];
+    let window = &buf[pos..buf.len().min(pos + QUOTED_BYTES + 3)];
     let len = window
         .iter()
         .position(|&b| is_space(b) || b == b'|' || b == b'\n')
         .unwrap_or(window.len());
-    quote(&window[..len], QUOTED_TOKEN_BYTES)
+    quote(&window[..len], QUOTED_BYTES)
 }
 
 /// Position of the next `|` or line feed at or after `from`.

@@ -13,6 +13,9 @@
 
 use std::fmt::Write;
 
+/// The most bytes of data that a message quotes (a token, an id).
+pub(crate) const QUOTED_BYTES: usize = 40;
+
 /// Renders at most `limit` bytes of `bytes` for a message (see the module documentation).
 /// A character that would cross the limit is left out whole: pass at least 3 bytes beyond
 /// the limit when the data has them, so that a character at the limit is read as one.

@@ -16,7 +16,7 @@ use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{BufferLengths, ParsedSequences, SequenceInfo};
 use crate::parser::line::{skip_space, LineLead, LineParser};
 use crate::parser::number::Element;
-use crate::parser::quote::quote;
+use crate::parser::quote::{quote, QUOTED_BYTES};
 use crate::parser::word::{leading_digits, load_word, low_bytes};
 
 /// Options of the sequence rules that are not about inputs.
@@ -892,23 +892,20 @@ impl<T: Element> StreamParser<T> {
     }
 }
 
-/// The most digits of an id too long for 64 bits that its message quotes.
-const QUOTED_ID_DIGITS: usize = 40;
-
 /// The message for the id `digits`, too long for 64 bits: the id itself, or with more than
-/// [`QUOTED_ID_DIGITS`] digits its count and its first digits (a line of a million digits
+/// [`QUOTED_BYTES`] digits its count and its first digits (a line of a million digits
 /// is one line of message, not a million characters).
 fn long_id_message(digits: &[u8]) -> String {
-    if digits.len() <= QUOTED_ID_DIGITS {
+    if digits.len() <= QUOTED_BYTES {
         format!(
             "sequence id '{}' does not fit in 64 bits",
-            quote(digits, QUOTED_ID_DIGITS)
+            quote(digits, QUOTED_BYTES)
         )
     } else {
         format!(
             "sequence id of {} digits ('{}...') does not fit in 64 bits",
             digits.len(),
-            quote(digits, QUOTED_ID_DIGITS)
+            quote(digits, QUOTED_BYTES)
         )
     }
 }
