@@ -1,11 +1,11 @@
 //! Hostile inputs (README "Reliability"): binary garbage, NUL bytes, control bytes quoted
 //! (escaped) in messages, a 100 MB line, 10^6 inputs on one line, sparse indices past u64,
 //! dimensions up to 2^31−1, 10^7 one-line sequences, deeply nested and self-referencing
-//! configurations, huge exponents, invalid UTF-8, and every malformed case of CNTK-BEHAVIOUR
-//! §3.8. Each runs the `ctf` binary as a
-//! child process under a time limit and (where `/usr/bin/time` exists) a peak-RSS limit, and
-//! must give either the right data or a located error `FILE:LINE:COL: error: REASON`; never
-//! a panic, a signal or a hang. Expected lines, columns and values are written out by hand.
+//! configurations, flat chains of 100,000 terms, huge exponents, invalid UTF-8, and every
+//! malformed case of CNTK-BEHAVIOUR §3.8. Each runs the `ctf` binary as a child process under
+//! a time limit and (where `/usr/bin/time` exists) a peak-RSS limit, and must give either the
+//! right data or a located error `FILE:LINE:COL: error: REASON`; never a panic, a signal or a
+//! hang. Expected lines, columns and values are written out by hand.
 
 #[allow(dead_code)]
 mod cli_support;
