@@ -571,7 +571,7 @@ fn as_bool(value: Value, pos: Pos, op: BinaryOp) -> Result<bool, Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::parse;
+    use super::super::{parse, with_small_stack};
     use super::*;
 
     fn eval_x(text: &str) -> Result<String, Error> {
@@ -723,11 +723,10 @@ mod tests {
             text.push_str(&format!("a{i} = [ v = (a{} + 1) * 1 ].v\n", i + 1));
         }
         text.push_str("a1000 = 0\n");
-        let worker = std::thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(move || eval_x(&text).is_err_and(|e| e.message().contains("deeper than")))
-            .unwrap();
-        assert!(worker.join().unwrap());
+        let refused = with_small_stack(move || {
+            eval_x(&text).is_err_and(|e| e.message().contains("deeper than"))
+        });
+        assert!(refused);
     }
 
     #[test]
@@ -746,13 +745,6 @@ mod tests {
         }
         ok.push_str("a50 = 0\n");
         assert_eq!(eval_x(&ok).unwrap(), "50");
-    }
-
-    /// Runs `f` on a thread with 1 MiB of stack, where recursing once per term of a chain of
-    /// 100,000 terms would overflow.
-    fn with_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-        let worker = std::thread::Builder::new().stack_size(1 << 20);
-        worker.spawn(f).unwrap().join().unwrap()
     }
 
     /// `x = FIRST LINK(2) LINK(3) ... LINK(n)`: a chain of `n` terms.

@@ -37,3 +37,12 @@ pub use parser::parse;
 /// infix operators of one precedence (`a + b - c + ...`) or of `:` is one level however long it
 /// is ([`ExprKind::Chain`], [`ExprKind::Array`]).
 pub const MAX_DEPTH: usize = 128;
+
+/// Runs `f` on a thread with 1 MiB of stack and returns its result, for the tests that show
+/// that the worst inputs (nesting up to the cap, chains of 100,000 terms) fit in a small
+/// stack.
+#[cfg(test)]
+fn with_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let worker = std::thread::Builder::new().stack_size(1 << 20);
+    worker.spawn(f).unwrap().join().unwrap()
+}

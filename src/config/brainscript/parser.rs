@@ -407,11 +407,10 @@ impl Parser {
             if prec < min_prec {
                 break;
             }
-            (node, open_chain) = match infix {
-                Infix::Binary(op) => (self.binary(node, op, open_chain)?, true),
-                Infix::Colon => (self.colon(node, prec)?, false),
-                other => (self.postfix(node, other, prec)?, false),
-            };
+            let extends = open_chain;
+            // Only a regular infix operator leaves a chain that the next one may extend.
+            open_chain = matches!(infix, Infix::Binary(_));
+            node = self.infix(node, infix, prec, extends)?;
         }
         Ok(node)
     }
@@ -419,20 +418,52 @@ impl Parser {
     // The helpers below are kept out of line so that the frames of the recursive path
     // (expression -> operand -> expression) stay small, even in unoptimized builds.
 
+    /// Applies one infix or postfix operator to `left`, extending it when `open_chain` says it
+    /// is a chain built by the caller's loop.
+    #[inline(never)]
+    fn infix(
+        &mut self,
+        left: Node,
+        infix: Infix,
+        prec: u8,
+        open_chain: bool,
+    ) -> Result<Node, Error> {
+        match infix {
+            Infix::Binary(op) => self.binary(left, op, open_chain),
+            Infix::Colon => self.colon(left, prec),
+            other => self.postfix(left, other, prec),
+        }
+    }
+
     /// `left op operand` for a regular infix operator: a new chain starting with `left`, or,
     /// with `extend` and an operator of the chain's precedence, one more link of `left`.
     #[inline(never)]
-    fn binary(&mut self, (left, depth): Node, op: BinaryOp, extend: bool) -> Result<Node, Error> {
+    fn binary(&mut self, left: Node, op: BinaryOp, extend: bool) -> Result<Node, Error> {
         let op_pos = self.advance().pos;
-        let (operand, operand_depth) = self.expression(op.precedence() + 1)?;
+        let operand = self.expression(op.precedence() + 1)?;
         let link = ChainLink {
             op,
             pos: op_pos,
-            operand,
+            operand: operand.0,
         };
+        Self::chain_link(left, link, operand.1, extend)
+    }
+
+    /// `left` with `link` (whose operand is `operand_depth` deep) appended: one more link of
+    /// `left` when `extend` and it is a chain of the link's precedence, else a new chain of
+    /// `left` and the link. Out of line from [`binary`](Self::binary), which is on the
+    /// recursive path, so that its frame stays small.
+    #[inline(never)]
+    fn chain_link(
+        (left, depth): Node,
+        link: ChainLink,
+        operand_depth: usize,
+        extend: bool,
+    ) -> Result<Node, Error> {
+        let precedence = link.op.precedence();
         let (first, mut links, depth) = match left.kind {
             ExprKind::Chain(first, links)
-                if extend && links.last().map(|l| l.op.precedence()) == Some(op.precedence()) =>
+                if extend && links.last().map(|l| l.op.precedence()) == Some(precedence) =>
             {
                 (first, links, depth.max(operand_depth + 1))
             }
@@ -444,6 +475,7 @@ impl Parser {
                 (first, Vec::new(), depth.max(operand_depth) + 1)
             }
         };
+        let op_pos = link.pos;
         let depth = Self::check_tree_depth(op_pos, depth)?;
         links.push(link);
         // A chain is reported at its last operator, the root of the tree it stands for.
@@ -662,6 +694,7 @@ fn token_text(kind: &TokKind) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::with_small_stack;
     use super::*;
 
     fn value(text: &str) -> Expr {
@@ -747,28 +780,25 @@ mod tests {
     /// once, not once per term, so 100,000 terms fit in a small stack.
     #[test]
     fn long_chains_are_flat() {
-        let worker = std::thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(|| {
-                for (op, n) in [("+", 129), ("*", 1000), ("&&", 100_000), ("-", 100_000)] {
-                    let text = format!("x = (1){}", format!(" {op} (1)").repeat(n - 1));
-                    let doc = parse(&text).unwrap();
-                    let copy = doc.clone();
-                    assert_eq!(copy, doc);
-                    let ExprKind::Chain(_, links) = &doc.members[0].value.kind else {
-                        panic!("{op}")
-                    };
-                    assert_eq!(links.len(), n - 1);
-                }
-                let array = format!("x = 1{}", " : 1".repeat(99_999));
-                let doc = parse(&array).unwrap();
-                let ExprKind::Array(items) = &doc.members[0].value.kind else {
-                    panic!()
+        let items = with_small_stack(|| {
+            for (op, n) in [("+", 129), ("*", 1000), ("&&", 100_000), ("-", 100_000)] {
+                let text = format!("x = (1){}", format!(" {op} (1)").repeat(n - 1));
+                let doc = parse(&text).unwrap();
+                let copy = doc.clone();
+                assert_eq!(copy, doc);
+                let ExprKind::Chain(_, links) = &doc.members[0].value.kind else {
+                    panic!("{op}")
                 };
-                items.len()
-            })
-            .unwrap();
-        assert_eq!(worker.join().unwrap(), 100_000);
+                assert_eq!(links.len(), n - 1);
+            }
+            let array = format!("x = 1{}", " : 1".repeat(99_999));
+            let doc = parse(&array).unwrap();
+            let ExprKind::Array(items) = &doc.members[0].value.kind else {
+                panic!()
+            };
+            items.len()
+        });
+        assert_eq!(items, 100_000);
     }
 
     #[test]
@@ -942,10 +972,7 @@ mod tests {
             format!("x = {}1", "-".repeat(1000)),
             format!("x = {}1", "if true then ".repeat(1000)),
         ];
-        let worker = std::thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(move || inputs.iter().all(|text| parse(text).is_err()))
-            .unwrap();
-        assert!(worker.join().unwrap());
+        let all_refused = with_small_stack(move || inputs.iter().all(|text| parse(text).is_err()));
+        assert!(all_refused);
     }
 }
