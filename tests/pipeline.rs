@@ -9,8 +9,11 @@ use std::path::Path;
 
 use cpus_support::allowed_cpus;
 use ctf_reader::minibatch::Minibatch;
+use ctf_reader::minibatch::PooledMinibatch;
 use ctf_reader::reader::DiagnosticSink;
-use ctf_reader::source::{MinibatchSource, PipelineOptions, ReadLimits, ReferenceSource};
+use ctf_reader::source::{
+    MinibatchSource, PipelineOptions, ReadLimits, ReferenceSource, SourceError,
+};
 use ctf_reader::{InputConfig, ReaderConfig};
 use engine_support::{engine, sweeps, within};
 
@@ -272,6 +275,52 @@ fn errors_arrive_in_order() {
             }
             (a, b) => panic!("reference {:?} but threaded {:?}", a.is_ok(), b.is_ok()),
         }
+    }
+}
+
+/// A source whose read failed keeps failing when the caller asks for another size, on both
+/// engines, until a restore; the restored read goes on past the sequence already charged.
+/// (The threaded engine used to start a new run for the new size, past the error.)
+#[test]
+fn a_failed_source_stays_failed_at_another_size_until_a_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.ctf");
+    let mut text = String::new();
+    for id in 0..40 {
+        let x = if id == 10 { "oops" } else { "1" };
+        text.push_str(&format!("{id} |x {x} 0 |y 0:1\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+    let mut cfg = config(&path.to_string_lossy());
+    cfg.randomize = false;
+    let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
+    let mut t = threaded(&cfg, sweeps(1), 2, 2, 2);
+    let start = r.checkpoint();
+    let outcome = |s: Result<Option<PooledMinibatch<f32>>, SourceError>| {
+        s.map(|m| m.map(|m| m.into_inner().sequences.len()))
+            .map_err(|e| e.to_string())
+    };
+    let first = outcome(r.next_minibatch(16));
+    assert!(
+        first.as_ref().is_err_and(|e| e.contains(":11:")),
+        "{first:?}"
+    );
+    assert_eq!(outcome(t.next_minibatch(16)), first);
+    for size in [16, 3, 40] {
+        let again = outcome(r.next_minibatch(size));
+        assert!(
+            again.as_ref().is_err_and(|e| e.contains("failed earlier")),
+            "size {size}: {again:?}"
+        );
+        assert_eq!(outcome(t.next_minibatch(size)), again, "size {size}");
+    }
+    r.restore(&start).unwrap();
+    t.restore(&start).unwrap();
+    // Sequence 10 was charged once for the life of the source: the read now skips it.
+    for _ in 0..4 {
+        let a = r.next_minibatch(16).unwrap().map(|m| m.into_inner());
+        let b = t.next_minibatch(16).unwrap().map(|m| m.into_inner());
+        assert_eq!(a, b);
     }
 }
 

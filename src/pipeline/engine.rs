@@ -517,7 +517,8 @@ struct Packer<T: Element> {
     plan: Plan,
     finished: bool,
     /// The error that ended this packer's run: later calls repeat it instead of reporting
-    /// the end of the data (a new packer, after a restore, starts clean).
+    /// the end of the data, whatever size they ask for (a restore or a new partition drops
+    /// the packer, and the next run starts clean).
     failed: Option<String>,
 }
 
@@ -743,6 +744,13 @@ impl<T: Element> MinibatchSource<T> {
                 "the minibatch size must be at least 1 sample".to_string(),
             ));
         }
+        // A failed run stays failed until a restore or a new partition drops its packer: a
+        // new size or schedule does not start a new run past the error (as in the reference).
+        if let Some(message) = self.packer.as_ref().and_then(|p| p.failed.as_ref()) {
+            return Err(SourceError::Usage(format!(
+                "the source failed earlier (restore a checkpoint to retry): {message}"
+            )));
+        }
         let wanted = self.plan(size, scheduled);
         let restart = match &self.packer {
             Some(p) => {
@@ -757,11 +765,6 @@ impl<T: Element> MinibatchSource<T> {
         let Some(packer) = &mut self.packer else {
             return Err(SourceError::Usage("no packer thread".to_string()));
         };
-        if let Some(message) = &packer.failed {
-            return Err(SourceError::Usage(format!(
-                "the source failed earlier (restore a checkpoint to retry): {message}"
-            )));
-        }
         loop {
             if packer.finished {
                 return Ok(None);
