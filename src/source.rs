@@ -9,10 +9,11 @@
 //! Invalid sequences (parse errors, repeated ids) take their place on the timeline but are
 //! left out of the minibatches. Each is charged against `maxErrors`, and reported at
 //! `traceLevel >= 1` with the warnings of its lines, once for the life of the source, in the
-//! minibatch that would hold it: so a read fails at the same call whatever the chunk size,
-//! part size or thread count, and no chunk must be parsed whole before its first minibatch. A
+//! minibatch that would hold it: so a read fails at the same call whatever the part size or
+//! thread count, and no chunk must be parsed whole before its first minibatch. A
 //! sequence without samples (no place on the timeline) is carried by the next sequence of its
-//! chunk that has samples, or the chunk's last one that has.
+//! chunk that has samples, or the chunk's last one that has; those of a chunk without any
+//! sample (junk lines, or a file of them) are charged at the source's first minibatch.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -280,7 +281,14 @@ pub(crate) struct Charging {
     sink: DiagnosticSink,
     /// Ordinals of the sequences whose notes were charged.
     met: HashSet<u32>,
+    /// How far [`charge_chunks_without_samples`](Self::charge_chunks_without_samples) got:
+    /// the chunk it looks at and the next of that chunk's sequences to charge.
+    sampleless_at: (u32, u32),
 }
+
+/// Sequences of a chunk without samples parsed at once when it is charged: what a chunk of
+/// junk costs in memory is bounded, not its size.
+const SAMPLELESS_BATCH: u32 = 4096;
 
 impl Charging {
     pub(crate) fn new(config: &ReaderConfig, sink: DiagnosticSink) -> Self {
@@ -288,6 +296,7 @@ impl Charging {
             budget: ErrorBudget::for_config(config),
             sink,
             met: HashSet::new(),
+            sampleless_at: (0, 0),
         }
     }
 
@@ -319,6 +328,45 @@ impl Charging {
                 &mut *self.sink,
             )
             .map_err(|exceeded| SourceError::Data(exceeded.error))
+    }
+
+    /// Charges the invalid sequences and warnings of the chunks that hold no sample, once
+    /// for the life of the source. No sequence of such a chunk has a place on the timeline,
+    /// so none carries the others' notes (a chunk of junk lines, or a file of them): they are
+    /// charged at the source's first minibatch, in chunk order, before that minibatch's own,
+    /// or, when the corpus holds no sample at all, before its "nothing to read" error. A
+    /// load error leaves the rest to the next call; a chunk whose charge exceeds the budget
+    /// is not charged again.
+    pub(crate) fn charge_chunks_without_samples<T: Element>(
+        &mut self,
+        index: &Arc<CorpusIndex>,
+        config: &ReaderConfig,
+    ) -> Result<(), SourceError> {
+        let chunks = index.chunks.len() as u32;
+        let mut loader = None;
+        let mut parsed = None;
+        while self.sampleless_at.0 < chunks {
+            let (chunk, from) = self.sampleless_at;
+            let c = index.chunk(chunk);
+            let count = c.sequences.len() as u32;
+            if c.samples != 0 || from >= count {
+                self.sampleless_at = (chunk + 1, 0);
+                continue;
+            }
+            let part = from..count.min(from.saturating_add(SAMPLELESS_BATCH));
+            let loader =
+                loader.get_or_insert_with(|| ChunkLoader::<T>::new(Arc::clone(index), config));
+            let into = parsed.get_or_insert_with(|| ParsedChunk::new(&config.inputs));
+            loader
+                .load_part(chunk, part.clone(), into)
+                .map_err(SourceError::Load)?;
+            self.sampleless_at = (chunk, part.end);
+            let file = &index.files[c.file as usize].name;
+            self.budget
+                .charge(file, &into.diagnostics, &into.invalid, &mut *self.sink)
+                .map_err(|exceeded| SourceError::Data(exceeded.error))?;
+        }
+        Ok(())
     }
 }
 
@@ -420,7 +468,18 @@ impl<T: Element> ReferenceSource<T> {
         let opened = build_index(config, &IndexingOptions::for_config(config))
             .map_err(SourceError::Index)?;
         let index = Arc::clone(&opened.index);
-        let timeline = Timeline::new(Arc::clone(&index), config).map_err(SourceError::Timeline)?;
+        let timeline = match Timeline::new(Arc::clone(&index), config) {
+            Ok(timeline) => timeline,
+            Err(e) => {
+                if e == TimelineError::NoSamples {
+                    // Whatever the corpus holds is invalid or belongs to no sequence: its
+                    // errors come first.
+                    Charging::new(config, sink)
+                        .charge_chunks_without_samples::<T>(&index, config)?;
+                }
+                return Err(SourceError::Timeline(e));
+            }
+        };
         let end = limit_end(&limits, timeline.sweep_samples())?;
         let cache_capacity = if config.keep_data_in_memory {
             usize::MAX
@@ -499,6 +558,13 @@ impl<T: Element> ReferenceSource<T> {
             return Err(SourceError::Usage(format!(
                 "the source failed earlier (restore a checkpoint to retry): {message}"
             )));
+        }
+        if let Err(e) = self
+            .charging
+            .charge_chunks_without_samples::<T>(&self.index, &self.config)
+        {
+            self.failed = Some(e.to_string());
+            return Err(e);
         }
         let before = self.timeline.position();
         let (end, epoch_end) =

@@ -324,6 +324,111 @@ fn a_failed_source_stays_failed_at_another_size_until_a_restore() {
     }
 }
 
+/// Invalid lines that hold no sample of a configured input, in chunks holding no sample
+/// (a chunk of one such line, a file of them), are charged and reported like any other
+/// invalid sequence: at the first minibatch, on both engines and at any chunk size. They
+/// used to be dropped: no sequence of theirs has a place on the timeline to carry them.
+#[test]
+fn invalid_lines_in_chunks_without_samples_are_charged() {
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.ctf");
+    let junk = dir.path().join("junk.ctf");
+    std::fs::write(&data, "|x 1 2 |y 0:1\nnot a sample\n| 3\n|x 3 4 |y 1:1\n").unwrap();
+    std::fs::write(&junk, "x y\n|\t7\n").unwrap();
+    let files = [
+        data.to_string_lossy().into_owned(),
+        junk.to_string_lossy().into_owned(),
+    ];
+    let mut cfg = config(&files[0]);
+    cfg.files = files.to_vec();
+    cfg.randomize = false;
+    cfg.trace_level = 1;
+    type Log = Arc<Mutex<Vec<String>>>;
+    let logging = |log: &Log| -> DiagnosticSink {
+        let log = Arc::clone(log);
+        Box::new(move |file, d| log.lock().unwrap().push(d.display_in(file).to_string()))
+    };
+    let junk_name = files[1].clone();
+    let want_errors = [
+        format!("{}:2:1:", files[0]),
+        format!("{}:3:1:", files[0]),
+        format!("{junk_name}:1:1:"),
+        format!("{junk_name}:2:1:"),
+    ];
+    for chunk_size in [0, 20, 1 << 20] {
+        cfg.chunk_size_in_bytes = chunk_size;
+        // Within the budget: every one reported, the two valid sequences read.
+        cfg.max_errors = 4;
+        for threaded_engine in [false, true] {
+            let log: Log = Arc::default();
+            let keys: Vec<u64> = if threaded_engine {
+                let options = two_of_each(1, None, true);
+                let mut s =
+                    MinibatchSource::<f32>::with_options(&cfg, sweeps(1), logging(&log), options)
+                        .unwrap();
+                drain(&mut s, 4)
+            } else {
+                let mut s = ReferenceSource::<f32>::new(&cfg, sweeps(1), logging(&log)).unwrap();
+                std::iter::from_fn(|| s.next_minibatch(4).unwrap().map(|m| m.into_inner()))
+                    .collect()
+            }
+            .iter()
+            .flat_map(|m| m.sequences.iter().map(|s| s.key))
+            .collect();
+            assert_eq!(keys, [0, 3], "chunks of {chunk_size} bytes");
+            let mut logged = log.lock().unwrap().clone();
+            logged.sort();
+            assert_eq!(logged.len(), 4, "chunks of {chunk_size} bytes: {logged:?}");
+            for (line, want) in logged.iter().zip(&want_errors) {
+                assert!(
+                    line.starts_with(want.as_str()),
+                    "{line} should start with {want}"
+                );
+            }
+        }
+        // Over the budget: the read fails on both engines, at the same call, with the same
+        // error.
+        cfg.max_errors = 1;
+        let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
+        let mut t = threaded(&cfg, sweeps(1), 2, 2, 2);
+        loop {
+            let a = r.next_minibatch(1).map(|m| m.map(|m| m.into_inner()));
+            let b = t.next_minibatch(1).map(|m| m.map(|m| m.into_inner()));
+            match (a, b) {
+                (Ok(Some(a)), Ok(Some(b))) => assert_eq!(a, b),
+                (Err(a), Err(b)) => {
+                    assert_eq!(a.to_string(), b.to_string());
+                    assert!(a.to_string().contains("maxErrors = 1"), "{a}");
+                    break;
+                }
+                (a, b) => panic!("chunks of {chunk_size} bytes: {a:?} against {b:?}"),
+            }
+        }
+    }
+    // A corpus of junk only: its first error, located, rather than "nothing to read".
+    cfg.files = vec![junk_name.clone()];
+    cfg.max_errors = 0;
+    let want = format!("{junk_name}:1:1: error: too many invalid sequences");
+    let r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).map(|_| ());
+    assert!(
+        r.as_ref().is_err_and(|e| e.to_string().starts_with(&want)),
+        "{r:?}"
+    );
+    let t = MinibatchSource::<f32>::new(&cfg, sweeps(1), quiet()).map(|_| ());
+    assert!(
+        t.as_ref().is_err_and(|e| e.to_string().starts_with(&want)),
+        "{t:?}"
+    );
+    cfg.max_errors = 2;
+    let r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).map(|_| ());
+    assert!(
+        r.as_ref()
+            .is_err_and(|e| e.to_string().contains("nothing to read")),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn keep_data_in_memory_reads_every_byte_once_with_threads() {
     let dir = tempfile::tempdir().unwrap();

@@ -553,6 +553,9 @@ pub struct MinibatchSource<T: Element> {
     /// Global position after the last minibatch handed out.
     position: u64,
     minibatches: u64,
+    /// Whether the chunks without samples have been charged
+    /// ([`Charging::charge_chunks_without_samples`]), so that later calls need not lock.
+    sampleless_charged: bool,
     /// Time the consumer waited for minibatches.
     wait_time: Duration,
 }
@@ -595,6 +598,9 @@ impl<T: Element> MinibatchSource<T> {
         // What Timeline::new checks, without planning a sweep (the packer does that).
         let sweep_samples = index.total_samples();
         if sweep_samples == 0 {
+            // Whatever the corpus holds is invalid or belongs to no sequence: its errors
+            // come first (as in the reference).
+            Charging::new(config, sink).charge_chunks_without_samples::<T>(&index, config)?;
             return Err(SourceError::Timeline(TimelineError::NoSamples));
         }
         let end = limit_end(&limits, sweep_samples)?;
@@ -706,6 +712,7 @@ impl<T: Element> MinibatchSource<T> {
             pin_packers: options.pin_packers,
             position: 0,
             minibatches: 0,
+            sampleless_charged: false,
             wait_time: Duration::ZERO,
         })
     }
@@ -765,6 +772,20 @@ impl<T: Element> MinibatchSource<T> {
         let Some(packer) = &mut self.packer else {
             return Err(SourceError::Usage("no packer thread".to_string()));
         };
+        if !self.sampleless_charged {
+            let charged = match self.shared.charging.lock() {
+                Ok(mut charging) => charging
+                    .charge_chunks_without_samples::<T>(&self.shared.index, &self.shared.config),
+                Err(_) => Err(SourceError::Usage(
+                    "the error budget was poisoned by a panic".to_string(),
+                )),
+            };
+            if let Err(e) = charged {
+                packer.fail(&e);
+                return Err(e);
+            }
+            self.sampleless_charged = true;
+        }
         loop {
             if packer.finished {
                 return Ok(None);
