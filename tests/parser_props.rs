@@ -25,10 +25,11 @@ use ctf_reader::parser::StreamOptions;
 use ctf_reader::{InputConfig, Severity};
 use proptest::prelude::*;
 
+use props_support::corpus::{gen_corpus, mutate, Corpus};
 use props_support::entropy::Src;
 use props_support::grammar::{decrement, exact_decimal};
 use props_support::model::{gen_dataset_for, gen_inputs, render, Rendered, Values};
-use props_support::reference::{reference, reference_in_corpus, Owner};
+use props_support::reference::{reference, Owner};
 use props_support::run::{
     parse_bits, parse_cut, parse_cut_clearing, parse_pieces, parse_whole, show, snapshot, Flt,
     SampleSnap, SeqSnap, Snapshot,
@@ -447,62 +448,6 @@ fn check_against_reference<T: Flt>(
     Ok(())
 }
 
-const INTERESTING: &[u8] = b"|:#0123456789+-.eE \t\r\n\x00\xff\x80\x7f";
-const SNIPPETS: &[&[u8]] = &[
-    b"|",
-    b"|#",
-    b":",
-    b"1e",
-    b"-",
-    b"99999999999999999999",
-    b"1e99999",
-    b"||",
-    b" 5 ",
-    b"\n7 ",
-    b"\xEF\xBB\xBF",
-    b"\xFF\xFE",
-    b".5",
-    b"1.e5",
-    b"\r\n",
-];
-
-/// Random byte-level damage to a text.
-fn mutate(src: &mut Src, text: &mut Vec<u8>) {
-    for _ in 0..src.range(1, 8) {
-        let pos = src.below(text.len() + 1);
-        match src.below(8) {
-            0 if pos < text.len() => text[pos] = *src.pick(INTERESTING),
-            1 => text.insert(pos, *src.pick(INTERESTING)),
-            2 if pos < text.len() => {
-                text.remove(pos);
-            }
-            3 => text.insert(pos, b'\n'),
-            4 if pos < text.len() => text[pos] = src.byte(),
-            5 => {
-                let s = *src.pick(SNIPPETS);
-                text.splice(pos..pos, s.iter().copied());
-            }
-            6 => {
-                // duplicate the line holding `pos`
-                let start = text[..pos]
-                    .iter()
-                    .rposition(|&b| b == b'\n')
-                    .map_or(0, |p| p + 1);
-                let end = text[pos..]
-                    .iter()
-                    .position(|&b| b == b'\n')
-                    .map_or(text.len(), |p| pos + p + 1);
-                let line = text[start..end].to_vec();
-                text.splice(end..end, line);
-            }
-            _ => {
-                let end = (pos + src.below(10)).min(text.len());
-                text.drain(pos..end);
-            }
-        }
-    }
-}
-
 fn mutated_case<T: Flt>(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, u64, Vec<u8>) {
     let case = gen_case::<T>(src);
     let mut text = case.rendered.text.clone();
@@ -741,43 +686,17 @@ fn near_valid(src: &mut Src) -> (Vec<InputConfig>, StreamOptions, Vec<u8>) {
 /// ids are unique across the corpus.
 fn check_corpus<T: Flt>(bytes: &[u8]) -> Result<(), TestCaseError> {
     let mut src = Src::new(bytes);
-    let specs = gen_inputs(&mut src);
-    let inputs: Vec<InputConfig> = specs.iter().map(|i| i.config()).collect();
-    let mut texts = Vec::new();
-    let mut options = None;
-    for _ in 0..src.range(2, 3) {
-        let ds = gen_dataset_for(&mut src, specs.clone(), &|t| parse_bits::<T>(t).is_some());
-        let r = render(&mut src, &ds, 0);
-        options.get_or_insert(r.options);
-        let mut text = r.text;
-        if src.chance(30) {
-            mutate(&mut src, &mut text);
-        }
-        texts.push(text);
-    }
-    let options = options.expect("at least two files");
-    let mut seen = HashSet::new();
-    let mut key_base = 0;
-    let mut want_seqs = Vec::new();
-    let mut want_invalid = Vec::new();
-    let mut bases = Vec::new();
-    for text in &texts {
-        let Some(r) = reference_in_corpus::<T>(text, &inputs, options, key_base, &mut seen) else {
-            return Ok(()); // a fatal file stops the reader
-        };
-        if r.ambiguous {
-            return Ok(());
-        }
-        bases.push(key_base);
-        let before = want_seqs.len();
-        want_invalid.extend(
-            r.invalid
-                .iter()
-                .map(|i| (i.key, i.line, i.valid_before + before)),
-        );
-        want_seqs.extend(r.seqs);
-        key_base += r.lines;
-    }
+    let Some(Corpus {
+        inputs,
+        options,
+        texts,
+        bases,
+        valid: want_seqs,
+        invalid: want_invalid,
+    }) = gen_corpus::<T>(&mut src, 2, 3, 0)
+    else {
+        return Ok(()); // a fatal file stops the reader; an ambiguous one decides nothing
+    };
     let mut p = ctf_reader::parser::StreamParser::<T>::new(&inputs, options);
     for (text, &base) in texts.iter().zip(&bases) {
         p.start_file(base);

@@ -44,7 +44,7 @@ pub fn parse_bits<T: Flt>(token: &str) -> Option<u64> {
 }
 
 /// One sample with its values as bits (so `-0` and `0` differ).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SampleSnap {
     /// Dense values.
     Dense(Vec<u64>),
