@@ -2,10 +2,10 @@
 # Sanitizer runs (README "Reliability"): AddressSanitizer on the C ABI (the soak test's
 # 1,000 C ABI readers and the fault-injection tests, then the C test program and the stats
 # example linked against an ASan build of libctf_reader.a), and ThreadSanitizer on the
-# pipeline's stress test. -Zsanitizer needs nightly flags: the stable toolchain accepts them
-# with RUSTC_BOOTSTRAP=1. TSan also needs std rebuilt with it (-Zbuild-std, rust-src).
-#   .ci/sanitizers.sh [asan|tsan]...        (default: both; .ci/run runs asan only, TSan's
-#                                            std rebuild does not fit its time budget)
+# threaded engine's tests (tests/pipeline.rs, tests/engine_props.rs). -Zsanitizer needs
+# nightly flags: the stable toolchain accepts them with RUSTC_BOOTSTRAP=1. TSan also needs
+# std rebuilt with it (-Zbuild-std, rust-src).
+#   .ci/sanitizers.sh [asan|tsan]...        (default: both, as .ci/run runs them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTC_BOOTSTRAP=1
@@ -45,11 +45,11 @@ asan)
 tsan)
     export CARGO_TARGET_DIR="${TSAN_TARGET_DIR:-$PWD/target/tsan}"
     rustup component add rust-src
-    echo "--- TSan: tests/pipeline.rs (stress test: smallest channels, 1-8 loaders; drops)"
+    echo "--- TSan: tests/pipeline.rs and tests/engine_props.rs (the threaded engine)"
     RUSTFLAGS="-Zsanitizer=thread" RUSTDOCFLAGS="-Zsanitizer=thread" \
         TSAN_OPTIONS="halt_on_error=1" \
-        cargo test "${fast[@]}" -Zbuild-std --release --target "$triple" --test pipeline \
-        -- smallest_channels dropping_mid_prefetch errors_arrive_in_order
+        cargo test "${fast[@]}" -Zbuild-std --release --target "$triple" \
+        --test pipeline --test engine_props
     echo "TSan: no data races"
     ;;
 *) echo "usage: $0 [asan|tsan]..." >&2; exit 2 ;;
