@@ -33,26 +33,8 @@ use ctf_reader::{Element, Precision, RandomizerKind, ReaderConfig, Severity, Sto
 use proptest::prelude::*;
 
 use props_support::corpus::{gen_corpus, Corpus};
-use props_support::entropy::Src;
+use props_support::entropy::{config, entropy, Src};
 use props_support::run::{Flt, SampleSnap};
-
-/// `cases` times `$PROPS_SCALE` (default 1).
-fn config(cases: u32) -> ProptestConfig {
-    let scale = std::env::var("PROPS_SCALE")
-        .ok()
-        .and_then(|s| s.parse::<u32>().ok())
-        .unwrap_or(1);
-    ProptestConfig {
-        cases: cases * scale,
-        failure_persistence: None,
-        max_shrink_iters: 2000,
-        ..ProptestConfig::default()
-    }
-}
-
-fn entropy(max_len: usize) -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(any::<u8>(), 0..max_len)
-}
 
 /// A corpus written to files, the configuration that reads it and the threaded engine's
 /// options.

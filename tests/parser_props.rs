@@ -26,7 +26,7 @@ use ctf_reader::{InputConfig, Severity};
 use proptest::prelude::*;
 
 use props_support::corpus::{gen_corpus, mutate, Corpus};
-use props_support::entropy::Src;
+use props_support::entropy::{config, entropy, Src};
 use props_support::grammar::{decrement, exact_decimal};
 use props_support::model::{gen_dataset_for, gen_inputs, render, Rendered, Values};
 use props_support::reference::{reference, Owner};
@@ -34,25 +34,6 @@ use props_support::run::{
     parse_bits, parse_cut, parse_cut_clearing, parse_pieces, parse_whole, show, snapshot, Flt,
     SampleSnap, SeqSnap, Snapshot,
 };
-
-/// `cases` times `$PROPS_SCALE` (default 1) for longer hunts.
-fn config(cases: u32) -> ProptestConfig {
-    let scale = std::env::var("PROPS_SCALE")
-        .ok()
-        .and_then(|s| s.parse::<u32>().ok())
-        .unwrap_or(1);
-    ProptestConfig {
-        cases: cases * scale,
-        failure_persistence: None,
-        max_shrink_iters: 3000,
-        max_shrink_time: 5000, // ms: shrinking the quadratic split checks is slow
-        ..ProptestConfig::default()
-    }
-}
-
-fn entropy(max_len: usize) -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(any::<u8>(), 0..max_len)
-}
 
 /// A generated valid file with what it must parse to.
 struct Case {

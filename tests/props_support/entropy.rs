@@ -3,6 +3,7 @@
 //! Every random decision of the generators reads bytes from here. When the bytes run out
 //! every read returns 0, and 0 always selects the simplest alternative, so proptest's
 //! shrinking of the byte vector (dropping and zeroing bytes) shrinks the generated dataset.
+//! [`entropy`] is the byte strings' strategy and [`config`] the property tests' settings.
 
 /// Reads choices from a byte string; exhausted reads are 0.
 pub struct Src<'a> {
@@ -74,5 +75,26 @@ impl<'a> Src<'a> {
             let j = self.below(i + 1);
             items.swap(i, i - j);
         }
+    }
+}
+
+/// A byte string for [`Src`] of fewer than `max_len` bytes.
+pub fn entropy(max_len: usize) -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(proptest::arbitrary::any::<u8>(), 0..max_len)
+}
+
+/// A proptest configuration of `cases` times `$PROPS_SCALE` (default 1) cases, for longer
+/// hunts.
+pub fn config(cases: u32) -> proptest::test_runner::Config {
+    let scale = std::env::var("PROPS_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(1);
+    proptest::test_runner::Config {
+        cases: cases * scale,
+        failure_persistence: None,
+        max_shrink_iters: 3000,
+        max_shrink_time: 5000, // ms: shrinking the parser's quadratic split checks is slow
+        ..proptest::test_runner::Config::default()
     }
 }
