@@ -429,6 +429,28 @@ fn invalid_lines_in_chunks_without_samples_are_charged() {
     );
 }
 
+/// Minibatches far wider than the window's parts (one sequence per chunk, a window of 128
+/// chunks, minibatches of 1,000 samples) do not thrash the chunk cache: every part is read
+/// once, none is evicted before its packer takes it. The cache used to hold one window's
+/// parts, so the planner's parts were evicted and read again, and every insert walked the
+/// pinned ones (100,000 such sequences took 7.2 s, against 0.02 s in chunks of 32 MiB).
+#[test]
+fn minibatches_wider_than_the_window_read_each_part_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lines.ctf");
+    let text: String = (0..20_000).map(|i| format!("|x {i} 1 |y 2:1\n")).collect();
+    std::fs::write(&path, &text).unwrap();
+    let mut cfg = config(&path.to_string_lossy());
+    cfg.chunk_size_in_bytes = 0;
+    cfg.randomization_window = None;
+    let want = reference(&cfg, sweeps(1), 1000);
+    let mut t = engine(&cfg, sweeps(1), 2, 2, 2, 1 << 20);
+    assert_eq!(drain(&mut t, 1000), want);
+    let c = t.counters();
+    assert_eq!(c.cache_misses, 0, "{c:?}");
+    assert_eq!(c.bytes_read, text.len() as u64, "{c:?}");
+}
+
 #[test]
 fn keep_data_in_memory_reads_every_byte_once_with_threads() {
     let dir = tempfile::tempdir().unwrap();

@@ -112,6 +112,13 @@ impl<C, E> ChunkCache<C, E> {
         self.inserted.notify_all();
     }
 
+    /// Sets the most unpinned chunks held (`None`: unbounded), evicting at once.
+    pub fn set_capacity(&self, capacity: Option<usize>) {
+        let mut state = self.lock();
+        state.capacity = capacity.map_or(usize::MAX, |c| c.max(1));
+        Self::evict(&mut state, u32::MAX);
+    }
+
     /// Sets the most heap bytes the chunks may hold (`None`: no limit), evicting at once.
     pub fn set_byte_budget(&self, budget: Option<usize>) {
         let mut state = self.lock();

@@ -19,6 +19,11 @@ impl MbSchedule {
         }
     }
 
+    /// The largest size of the schedule.
+    pub fn largest(&self) -> u64 {
+        self.steps.iter().map(|&(size, _)| size).max().unwrap_or(1)
+    }
+
     /// The size for epoch `epoch` (0-based).
     pub fn size_for_epoch(&self, epoch: u64) -> u64 {
         let mut first = 0u64;
@@ -88,6 +93,9 @@ mod tests {
         let s: MbSchedule = "128*2:1024".parse().unwrap();
         let sizes: Vec<u64> = (0..5).map(|e| s.size_for_epoch(e)).collect();
         assert_eq!(sizes, [128, 128, 1024, 1024, 1024]);
+        assert_eq!(s.largest(), 1024);
+        let s: MbSchedule = "512:64*3:256".parse().unwrap();
+        assert_eq!(s.largest(), 512);
         let s: MbSchedule = "64".parse().unwrap();
         assert_eq!(s.size_for_epoch(9), 64);
         let s: MbSchedule = "1:2*3:5".parse().unwrap();
