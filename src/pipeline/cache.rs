@@ -2,8 +2,9 @@
 //! planner asks for the chunks the coming minibatches need, the packer takes them.
 //!
 //! Chunks are held in least-recently-used order (the `lru` crate) up to a capacity derived
-//! from the randomization window and the look-ahead; with `keepDataInMemory` the capacity is
-//! unbounded, so every chunk is read once. An optional budget in bytes bounds the chunks'
+//! from the randomization window, the look-ahead and the minibatches in flight (the engine
+//! sets it at each start of its packers); with `keepDataInMemory` the capacity is unbounded,
+//! so every chunk is read once. An optional budget in bytes bounds the chunks'
 //! heap bytes too (each insert says what its chunk holds). A chunk a taker still holds (its
 //! `Arc` is shared) is pinned: it is never evicted while in use, so memory is the capacity
 //! (or the budget) plus the chunks of the minibatches being packed. A failed load is kept as its error, so every taker of that
