@@ -32,6 +32,7 @@ use ctf_reader::timeline::checkpoint::Checkpoint;
 use ctf_reader::{Element, Precision, RandomizerKind, ReaderConfig, Severity, StorageFormat};
 use proptest::prelude::*;
 
+use engine_support::sweeps;
 use props_support::corpus::{gen_corpus, Corpus};
 use props_support::entropy::{config, entropy, Src};
 use props_support::run::{Flt, SampleSnap};
@@ -127,10 +128,6 @@ fn gen_setup<T: Flt>(src: &mut Src) -> Option<Setup> {
 
 fn quiet() -> DiagnosticSink {
     Box::new(|_, _| {})
-}
-
-fn sweeps(n: u64) -> ReadLimits {
-    engine_support::sweeps(n)
 }
 
 /// One engine or the other, behind the calls the properties make.

@@ -242,10 +242,19 @@ fn restores_partitions_and_size_changes_match_the_reference() {
 #[test]
 fn errors_arrive_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bad.ctf");
+    let cfg = in_order_with_a_bad_sequence(dir.path(), 25);
+    let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
+    let mut t = threaded(&cfg, sweeps(1), 4, 3, 3);
+    same_until_the_error(&mut r, &mut t, 4, "maxErrors", "");
+}
+
+/// 40 sequences of one line, `|x ID 0 |y 0:1`, in file order, sequence `bad` with a
+/// malformed value.
+fn in_order_with_a_bad_sequence(dir: &Path, bad: u64) -> ReaderConfig {
+    let path = dir.join("bad.ctf");
     let mut text = String::new();
     for id in 0..40 {
-        let x = if id == 25 {
+        let x = if id == bad {
             "oops".to_string()
         } else {
             id.to_string()
@@ -255,25 +264,29 @@ fn errors_arrive_in_order() {
     std::fs::write(&path, text).unwrap();
     let mut cfg = config(&path.to_string_lossy());
     cfg.randomize = false;
-    let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
-    let mut t = threaded(&cfg, sweeps(1), 4, 3, 3);
+    cfg
+}
+
+/// Reads minibatches of `size` from both engines until the read fails: the same minibatches,
+/// then the same error, which contains `error`; an end before it fails the test.
+fn same_until_the_error(
+    r: &mut ReferenceSource<f32>,
+    t: &mut MinibatchSource<f32>,
+    size: u64,
+    error: &str,
+    what: &str,
+) {
     loop {
-        let a = r.next_minibatch(4);
-        let b = t.next_minibatch(4);
+        let a = r.next_minibatch(size).map(|m| m.map(|m| m.into_inner()));
+        let b = t.next_minibatch(size).map(|m| m.map(|m| m.into_inner()));
         match (a, b) {
-            (Ok(a), Ok(b)) => {
-                let (a, b) = (a.map(|m| m.into_inner()), b.map(|m| m.into_inner()));
-                assert_eq!(a, b);
-                if a.is_none() {
-                    panic!("the invalid sequence should have failed the read");
-                }
-            }
+            (Ok(Some(a)), Ok(Some(b))) => assert_eq!(a, b, "{what}"),
             (Err(a), Err(b)) => {
-                assert_eq!(a.to_string(), b.to_string());
-                assert!(a.to_string().contains("maxErrors"), "{a}");
-                break;
+                assert_eq!(a.to_string(), b.to_string(), "{what}");
+                assert!(a.to_string().contains(error), "{what}: {a}");
+                return;
             }
-            (a, b) => panic!("reference {:?} but threaded {:?}", a.is_ok(), b.is_ok()),
+            (a, b) => panic!("{what}: reference {a:?} but threaded {b:?}"),
         }
     }
 }
@@ -284,15 +297,7 @@ fn errors_arrive_in_order() {
 #[test]
 fn a_failed_source_stays_failed_at_another_size_until_a_restore() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bad.ctf");
-    let mut text = String::new();
-    for id in 0..40 {
-        let x = if id == 10 { "oops" } else { "1" };
-        text.push_str(&format!("{id} |x {x} 0 |y 0:1\n"));
-    }
-    std::fs::write(&path, text).unwrap();
-    let mut cfg = config(&path.to_string_lossy());
-    cfg.randomize = false;
+    let cfg = in_order_with_a_bad_sequence(dir.path(), 10);
     let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
     let mut t = threaded(&cfg, sweeps(1), 2, 2, 2);
     let start = r.checkpoint();
@@ -392,19 +397,8 @@ fn invalid_lines_in_chunks_without_samples_are_charged() {
         cfg.max_errors = 1;
         let mut r = ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).unwrap();
         let mut t = threaded(&cfg, sweeps(1), 2, 2, 2);
-        loop {
-            let a = r.next_minibatch(1).map(|m| m.map(|m| m.into_inner()));
-            let b = t.next_minibatch(1).map(|m| m.map(|m| m.into_inner()));
-            match (a, b) {
-                (Ok(Some(a)), Ok(Some(b))) => assert_eq!(a, b),
-                (Err(a), Err(b)) => {
-                    assert_eq!(a.to_string(), b.to_string());
-                    assert!(a.to_string().contains("maxErrors = 1"), "{a}");
-                    break;
-                }
-                (a, b) => panic!("chunks of {chunk_size} bytes: {a:?} against {b:?}"),
-            }
-        }
+        let what = format!("chunks of {chunk_size} bytes");
+        same_until_the_error(&mut r, &mut t, 1, "maxErrors = 1", &what);
     }
     // A corpus of junk only: its first error, located, rather than "nothing to read".
     cfg.files = vec![junk_name.clone()];
