@@ -102,3 +102,62 @@ impl fmt::Display for DiagnosticInFile<'_> {
         )
     }
 }
+
+/// Writes `line` and a line feed to standard error in one `write`, and ignores a standard
+/// error that fails (a closed pipe, as in `ctf validate 2>&1 | head -1`): a message that
+/// cannot be shown must not stop a read, nor panic as `eprintln!` does.
+///
+/// `eprintln!` on the unbuffered standard error makes one `write` per piece of its format
+/// (about ten for a diagnostic), so the lines of processes sharing one terminal or file
+/// could be torn apart, and a file with a million errors took a million times ten system
+/// calls. Every message of this crate and of `ctf` on standard error goes through here.
+pub fn write_stderr_line(line: impl fmt::Display) {
+    let _ = write_line(&mut std::io::stderr().lock(), line);
+}
+
+/// `line` and a line feed, formatted first and then written to `out` with one `write_all`.
+fn write_line(out: &mut impl std::io::Write, line: impl fmt::Display) -> std::io::Result<()> {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    // Writing into a String fails only if a Display impl reports an error; show what it gave.
+    let _ = writeln!(text, "{line}");
+    out.write_all(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records each `write` call it gets.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl std::io::Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_diagnostic_line_is_written_whole_in_one_write() {
+        let d = Diagnostic::new(
+            Severity::Error,
+            12,
+            7,
+            "input 'x': malformed number 'z': not a number".to_string(),
+        );
+        let mut out = Writes::default();
+        write_line(&mut out, d.display_in("data/train.ctf")).unwrap();
+        assert_eq!(
+            out.0,
+            vec![
+                b"data/train.ctf:12:7: error: input 'x': malformed number 'z': not a number\n"
+                    .to_vec()
+            ]
+        );
+    }
+}

@@ -1384,6 +1384,46 @@ fn dump_streams_a_30_mb_file_in_bounded_memory() {
     );
 }
 
+/// A standard error that is a closed pipe (`ctf validate 2>&1 >/dev/null | head -1`) loses the
+/// messages but changes nothing else: the exit code and stdout are those of a normal run,
+/// never a panic (`eprintln!` panicked on the first diagnostic, exit 101).
+#[test]
+fn a_closed_stderr_changes_only_what_is_shown() {
+    let dir = TempDir::new().unwrap();
+    let dir = dir.path();
+    let data: String = (0..2_000)
+        .map(|i| if i % 2 == 1 { "|v z\n".to_string() } else { format!("|v {i}\n") })
+        .collect();
+    let file = write(dir, "bad.ctf", data);
+    let input = ["--file", s(&file), "--input", "v:1:dense"];
+    let cases: [(&[&str], i32); 4] = [
+        (&["validate"], 1),
+        (&["dump", "--max-errors", "1000"], 0),
+        (&["read", "--mb-size", "100", "--max-errors", "1000"], 0),
+        (&["stats", "--max-errors", "1000"], 0),
+    ];
+    for (command, code) in cases {
+        let args: Vec<&str> = command.iter().chain(&input).copied().collect();
+        let (closed, stderr) = std::io::pipe().unwrap();
+        drop(closed);
+        let closed_run = Command::new(CTF)
+            .args(&args)
+            .current_dir(dir)
+            .stderr(stderr)
+            .output()
+            .unwrap();
+        let closed_run = finish(&format!("ctf {} 2>closed-pipe", args.join(" ")), closed_run);
+        let open_run = run_expect(&args, Some(dir), code);
+        assert!(
+            !open_run.stderr.is_empty(),
+            "ctf {}: nothing on stderr, so the closed pipe tests nothing",
+            args.join(" ")
+        );
+        assert_eq!(closed_run.code, code, "ctf {} 2>closed-pipe", args.join(" "));
+        assert_eq!(closed_run.stdout, open_run.stdout, "ctf {}", args.join(" "));
+    }
+}
+
 /// `--file` replaces the first deserializer's files of a composite reader; `--input` cannot
 /// say which deserializer an input belongs to, so with a composite reader it is a usage error
 /// naming the configuration.

@@ -318,7 +318,7 @@ fn reader_of(
 ) -> CallResult {
     let (config, warnings) = read.map_err(|e| config_failure(&e))?;
     for w in &warnings {
-        eprintln!("{w}");
+        crate::diag::write_stderr_line(w);
     }
     new_reader(config, ReaderOptions::default(), out)
 }

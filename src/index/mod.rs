@@ -40,7 +40,7 @@ pub type WarningSink = Arc<dyn Fn(&IndexWarning) + Send + Sync>;
 
 /// A warning sink printing to standard error.
 pub fn stderr_warnings() -> WarningSink {
-    Arc::new(|w| eprintln!("{w}"))
+    Arc::new(|w| crate::diag::write_stderr_line(w))
 }
 
 /// One sequence of the index: 24 bytes.

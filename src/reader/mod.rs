@@ -16,7 +16,7 @@ use std::fs::File;
 use std::io::{self, Read};
 
 use crate::config::ReaderConfig;
-use crate::diag::{Diagnostic, Severity};
+use crate::diag::{write_stderr_line, Diagnostic, Severity};
 use crate::index::files::{expand_file_patterns, DataFile};
 use crate::parser::{
     Element, FatalDataError, InvalidSequence, ParseCounts, ParsedSequences, StreamOptions,
@@ -99,7 +99,7 @@ pub type DiagnosticSink = Box<dyn FnMut(&str, &Diagnostic) + Send>;
 
 /// A sink printing diagnostics to standard error as `FILE:LINE:COL: error: MESSAGE`.
 pub fn stderr_sink() -> DiagnosticSink {
-    Box::new(|file, d| eprintln!("{}", d.display_in(file)))
+    Box::new(|file, d| write_stderr_line(d.display_in(file)))
 }
 
 /// The `maxErrors` policy of [`ErrorPolicy::Budget`], shared by every reading path (the

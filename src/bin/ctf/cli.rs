@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use ctf_reader::config::ReaderConfigBuilder;
+use ctf_reader::diag::write_stderr_line;
 use ctf_reader::source::PipelineOptions;
 use ctf_reader::{InputConfig, Precision, ReaderConfig, StorageFormat};
 
@@ -259,12 +260,12 @@ impl DataArgs {
                     .map_err(|e| {
                         // A misspelt key reported as a warning often explains the error.
                         for w in e.warnings() {
-                            eprintln!("{w}");
+                            write_stderr_line(w);
                         }
                         Failure::Usage(e.to_string())
                     })?;
                 for w in &warnings {
-                    eprintln!("{w}");
+                    write_stderr_line(w);
                 }
                 if !self.files.is_empty() {
                     config.files = self.files.clone();

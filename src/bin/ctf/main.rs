@@ -20,6 +20,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
+use ctf_reader::diag::write_stderr_line;
 use ctf_reader::source::SourceError;
 
 /// Why a command failed, mapped to the exit code contract.
@@ -58,12 +59,12 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Data(message)) => {
-            eprintln!("{message}");
+            write_stderr_line(message);
             ExitCode::from(1)
         }
         Err(Failure::DataReported) => ExitCode::from(1),
         Err(Failure::Usage(message)) => {
-            eprintln!("{message}");
+            write_stderr_line(message);
             ExitCode::from(2)
         }
     }

@@ -10,6 +10,7 @@ use std::fmt::Display;
 use std::io::IsTerminal;
 use std::sync::Arc;
 
+use ctf_reader::diag::write_stderr_line;
 use ctf_reader::index::build::ProgressSink;
 use ctf_reader::index::{expand_file_patterns, IndexWarning, WarningSink};
 use ctf_reader::ReaderConfig;
@@ -104,7 +105,7 @@ impl Drop for Progress {
 
 fn print_above(bar: Option<&ProgressBar>, line: impl Display) {
     match bar {
-        Some(bar) => bar.suspend(|| eprintln!("{line}")),
-        None => eprintln!("{line}"),
+        Some(bar) => bar.suspend(|| write_stderr_line(line)),
+        None => write_stderr_line(line),
     }
 }

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::time::Instant;
 
+use ctf_reader::diag::write_stderr_line;
 use ctf_reader::minibatch::Minibatch;
 use ctf_reader::reader::stderr_sink;
 use ctf_reader::source::MinibatchSource;
@@ -148,30 +149,38 @@ fn read<T: Element>(
     }
     let seconds = start.elapsed().as_secs_f64().max(1e-9);
     let counters = source.counters();
+    let mut summary = Vec::new();
     if !args.jsonl {
-        eprintln!("minibatches: {minibatches}");
-        eprintln!("samples: {samples}");
-        eprintln!("sequences: {sequences}");
-        eprintln!("MB/s: {:.1}", counters.bytes_read as f64 / seconds / 1e6);
-        eprintln!("samples/s: {:.0}", samples as f64 / seconds);
-        eprintln!("elapsed: {seconds:.3} s");
+        summary.extend([
+            format!("minibatches: {minibatches}"),
+            format!("samples: {samples}"),
+            format!("sequences: {sequences}"),
+            format!("MB/s: {:.1}", counters.bytes_read as f64 / seconds / 1e6),
+            format!("samples/s: {:.0}", samples as f64 / seconds),
+            format!("elapsed: {seconds:.3} s"),
+        ]);
     }
     if args.stats {
-        eprintln!("chunks loaded: {}", counters.chunks_loaded);
-        eprintln!("bytes read: {}", counters.bytes_read);
-        eprintln!("quick bytes read: {}", counters.quick_bytes_read);
-        eprintln!(
-            "parts parsed while indexing: {}",
-            counters.parts_parsed_while_indexing
-        );
-        eprintln!("pinned packers: {}", counters.pinned_packers);
-        eprintln!("cache hits: {}", counters.cache_hits);
-        eprintln!("cache misses: {}", counters.cache_misses);
-        eprintln!("cache bytes: {}", counters.cache_bytes);
-        eprintln!("parse seconds: {:.3}", counters.parse_time.as_secs_f64());
-        eprintln!("plan seconds: {:.3}", counters.plan_time.as_secs_f64());
-        eprintln!("pack seconds: {:.3}", counters.pack_time.as_secs_f64());
-        eprintln!("wait seconds: {:.3}", counters.wait_time.as_secs_f64());
+        summary.extend([
+            format!("chunks loaded: {}", counters.chunks_loaded),
+            format!("bytes read: {}", counters.bytes_read),
+            format!("quick bytes read: {}", counters.quick_bytes_read),
+            format!(
+                "parts parsed while indexing: {}",
+                counters.parts_parsed_while_indexing
+            ),
+            format!("pinned packers: {}", counters.pinned_packers),
+            format!("cache hits: {}", counters.cache_hits),
+            format!("cache misses: {}", counters.cache_misses),
+            format!("cache bytes: {}", counters.cache_bytes),
+            format!("parse seconds: {:.3}", counters.parse_time.as_secs_f64()),
+            format!("plan seconds: {:.3}", counters.plan_time.as_secs_f64()),
+            format!("pack seconds: {:.3}", counters.pack_time.as_secs_f64()),
+            format!("wait seconds: {:.3}", counters.wait_time.as_secs_f64()),
+        ]);
+    }
+    if !summary.is_empty() {
+        write_stderr_line(summary.join("\n"));
     }
     Ok(())
 }
