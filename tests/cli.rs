@@ -1392,7 +1392,13 @@ fn a_closed_stderr_changes_only_what_is_shown() {
     let dir = TempDir::new().unwrap();
     let dir = dir.path();
     let data: String = (0..2_000)
-        .map(|i| if i % 2 == 1 { "|v z\n".to_string() } else { format!("|v {i}\n") })
+        .map(|i| {
+            if i % 2 == 1 {
+                "|v z\n".to_string()
+            } else {
+                format!("|v {i}\n")
+            }
+        })
         .collect();
     let file = write(dir, "bad.ctf", data);
     let input = ["--file", s(&file), "--input", "v:1:dense"];
@@ -1419,7 +1425,12 @@ fn a_closed_stderr_changes_only_what_is_shown() {
             "ctf {}: nothing on stderr, so the closed pipe tests nothing",
             args.join(" ")
         );
-        assert_eq!(closed_run.code, code, "ctf {} 2>closed-pipe", args.join(" "));
+        assert_eq!(
+            closed_run.code,
+            code,
+            "ctf {} 2>closed-pipe",
+            args.join(" ")
+        );
         assert_eq!(closed_run.stdout, open_run.stdout, "ctf {}", args.join(" "));
     }
 }

@@ -234,6 +234,9 @@ pub struct StreamParser<T> {
     /// Whether sequences skip the sequence-level rules
     /// ([`skip_sequence_rules`](Self::skip_sequence_rules)).
     rules_skipped: bool,
+    /// Longest line, line feed excluded, that [`feed`](Self::feed) holds whole
+    /// ([`limit_line_bytes`](Self::limit_line_bytes)).
+    max_line_bytes: usize,
 }
 
 impl<T: Element> StreamParser<T> {
@@ -260,7 +263,17 @@ impl<T: Element> StreamParser<T> {
             fed: 0,
             buf_base: 0,
             rules_skipped: false,
+            max_line_bytes: usize::MAX,
         }
+    }
+
+    /// Makes a line longer than `max` bytes (its line feed excluded) a fatal error at its
+    /// first column, found as soon as that many of its bytes have been fed, so that a file
+    /// without line feeds (a binary file, one with CR line ends, `/dev/zero`) cannot make the
+    /// parser hold more than `max` bytes of it. Without a limit (the default), a line is
+    /// held whole whatever its length.
+    pub fn limit_line_bytes(&mut self, max: Option<usize>) {
+        self.max_line_bytes = max.unwrap_or(usize::MAX);
     }
 
     /// Forgets everything about the corpus read so far (seen ids, counts, buffered data), to
@@ -373,10 +386,53 @@ impl<T: Element> StreamParser<T> {
             }
             self.check_file_start()?;
         }
+        // Only a piece that, with the line carried over, exceeds the limit can hold a line
+        // that does: the blocks of a read are far smaller than any useful limit.
+        if self.carry.len().saturating_add(data.len()) > self.max_line_bytes {
+            if let Some(start) = self.too_long_line(data) {
+                // The lines before it are parsed as they would be had the text come in
+                // smaller pieces.
+                self.feed_lines(&data[..start], data_base);
+                self.carry = Vec::new();
+                return Err(FatalDataError {
+                    line: self.next_line,
+                    col: 1,
+                    message: format!(
+                        "the line is longer than {max} bytes; a sequence must be at most {max} \
+                         bytes (is the file text with line feeds?)",
+                        max = self.max_line_bytes
+                    ),
+                });
+            }
+        }
+        self.feed_lines(data, data_base);
+        Ok(())
+    }
+
+    /// Where the first line longer than the limit starts in `data` (0 when it is the line
+    /// carried over), if the line carried over and `data` hold one.
+    fn too_long_line(&self, data: &[u8]) -> Option<usize> {
+        let max = self.max_line_bytes;
+        let (mut start, mut held) = (0, self.carry.len());
+        loop {
+            let end = memchr(b'\n', &data[start..]).map_or(data.len(), |nl| start + nl);
+            if held + (end - start) > max {
+                return Some(start);
+            }
+            if end == data.len() {
+                return None;
+            }
+            (start, held) = (end + 1, 0);
+        }
+    }
+
+    /// The rest of [`feed`](Self::feed), past the start of the file, for lines within the
+    /// limit: `data` starts at byte `data_base` of the text fed.
+    fn feed_lines(&mut self, mut data: &[u8], mut data_base: usize) {
         if !self.carry.is_empty() {
             let Some(nl) = memchr(b'\n', data) else {
                 self.carry.extend_from_slice(data);
-                return Ok(());
+                return;
             };
             self.buf_base = data_base.wrapping_sub(self.carry.len());
             self.carry.extend_from_slice(&data[..=nl]);
@@ -395,7 +451,6 @@ impl<T: Element> StreamParser<T> {
             }
             None => self.carry.extend_from_slice(data),
         }
-        Ok(())
     }
 
     /// Ends the current file: parses a last line without a line feed and closes the last
@@ -970,6 +1025,73 @@ mod tests {
         let mut runs = Vec::new();
         p.take_runs(&mut runs);
         runs
+    }
+
+    /// The keys parsed before `text`'s fatal error (or all of them), and that error's line,
+    /// column and message, with lines limited to `max` bytes and `text` fed in pieces of
+    /// `piece`.
+    fn keys_within_line_limit(
+        text: &[u8],
+        piece: usize,
+        max: usize,
+    ) -> (Vec<u64>, Option<(u64, u64, String)>) {
+        let inputs = [InputConfig::dense("a", 1)];
+        let mut p = StreamParser::<f32>::new(&inputs, StreamOptions::default());
+        p.limit_line_bytes(Some(max));
+        p.start_file(0);
+        let fatal = text
+            .chunks(piece)
+            .try_for_each(|chunk| p.feed(chunk))
+            .and_then(|()| p.finish_file())
+            .err()
+            .map(|e| (e.line, e.col, e.message));
+        let keys = p.sequences().sequences.iter().map(|s| s.key).collect();
+        (keys, fatal)
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_fatal_at_its_start_whatever_the_pieces_fed() {
+        // Line 3 is 11 bytes, its line feed excluded (a CR counts); the others at most 10.
+        // With a BOM (not counted), CRLF line ends, the long line last without a line feed,
+        // and a line of exactly 10 bytes.
+        let cases: [(&[u8], Option<u64>); 5] = [
+            (b"1 |a 1\n2 |a 22\n3 |a 123456\n4 |a 4\n", Some(3)),
+            (
+                b"\xEF\xBB\xBF1 |a 1\n2 |a 22\n3 |a 123456\n4 |a 4\n",
+                Some(3),
+            ),
+            (b"1 |a 1\r\n2 |a 22\r\n3 |a 12345\r\n4 |a 4\r\n", Some(3)),
+            (b"1 |a 1\n2 |a 22\n3 |a 123456", Some(3)),
+            (b"\xEF\xBB\xBF1 |a 1\n2 |a 22\n3 |a 12345\n4 |a 4", None),
+        ];
+        for (text, fatal_line) in cases {
+            for piece in 1..=text.len() {
+                let (keys, fatal) = keys_within_line_limit(text, piece, 10);
+                let what = format!("{:?} in pieces of {piece}", String::from_utf8_lossy(text));
+                match fatal_line {
+                    Some(line) => {
+                        assert_eq!(keys, [1], "{what}");
+                        let (at, col, message) = fatal.expect(&what);
+                        assert_eq!((at, col), (line, 1), "{what}");
+                        assert!(
+                            message.starts_with("the line is longer than 10 bytes"),
+                            "{what}"
+                        );
+                    }
+                    None => assert_eq!((keys, fatal), (vec![1, 2, 3, 4], None), "{what}"),
+                }
+            }
+        }
+        // A file without a line feed holds no more than the limit: the error comes as soon
+        // as the limit is passed, with pieces that never end the line.
+        let mut p =
+            StreamParser::<f32>::new(&[InputConfig::dense("a", 1)], StreamOptions::default());
+        p.limit_line_bytes(Some(1000));
+        p.start_file(0);
+        let zeros = [0u8; 64];
+        let fed = (1..).find(|_| p.feed(&zeros).is_err()).unwrap();
+        assert_eq!(fed, 16, "1,024 bytes fed when the error came");
+        assert!(p.carry.capacity() <= 1024, "{}", p.carry.capacity());
     }
 
     #[test]

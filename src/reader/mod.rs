@@ -26,6 +26,12 @@ use crate::parser::{
 /// Size of one read from a data file.
 pub const READ_BLOCK_SIZE: usize = 4 << 20;
 
+/// The longest line a [`SequenceReader`] takes by default, 4 GiB − 1: the longest sequence
+/// the index takes ([`IndexLimits`](crate::index::chunking::IndexLimits)), so a line it
+/// refuses belongs to a sequence a read through the index refuses too. A file without line
+/// feeds so fails once this many of its bytes are read, rather than being held whole.
+pub const MAX_LINE_BYTES: usize = u32::MAX as usize;
+
 /// What to do with invalid sequences.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorPolicy {
@@ -216,13 +222,15 @@ impl<T: Element> SequenceReader<T> {
             skip_sequence_ids: config.skip_sequence_ids,
             frame_mode: config.frame_mode,
         };
+        let mut parser = StreamParser::new(&config.inputs, options);
+        parser.limit_line_bytes(Some(MAX_LINE_BYTES));
         let mut reader = SequenceReader {
             files: Vec::new(),
             next_file: 0,
             current: None,
             current_name: String::new(),
             pending_error: None,
-            parser: StreamParser::new(&config.inputs, options),
+            parser,
             buffer: Vec::new(),
             policy,
             budget: ErrorBudget::for_config(config),
@@ -243,6 +251,14 @@ impl<T: Element> SequenceReader<T> {
             Err((file, error)) => reader.pending_error = Some(ReadError::Io { file, error }),
         }
         reader
+    }
+
+    /// Makes a line longer than `max` bytes a fatal error of its file (default
+    /// [`MAX_LINE_BYTES`]), which bounds the text a read holds at once: each line is held
+    /// whole until its line feed. (A composite reader reads through the index, whose limit is
+    /// on sequences.)
+    pub fn limit_line_bytes(&mut self, max: usize) {
+        self.parser.limit_line_bytes(Some(max));
     }
 
     /// Number of data files, glob patterns expanded (0 when a pattern matched nothing); for
