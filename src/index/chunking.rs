@@ -18,6 +18,10 @@ pub struct ChunkingError {
     pub message: String,
 }
 
+/// The longest sequence the index takes by default, in bytes (4 GiB − 1): offsets and
+/// lengths within a chunk are 32-bit.
+pub const MAX_SEQUENCE_BYTES: u64 = u32::MAX as u64;
+
 /// Limits of the index's 32-bit fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexLimits {
@@ -30,7 +34,7 @@ pub struct IndexLimits {
 impl Default for IndexLimits {
     fn default() -> Self {
         IndexLimits {
-            max_sequence_bytes: u64::from(u32::MAX),
+            max_sequence_bytes: MAX_SEQUENCE_BYTES,
             max_sequences: u64::from(u32::MAX),
         }
     }

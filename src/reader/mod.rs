@@ -17,6 +17,7 @@ use std::io::{self, Read};
 
 use crate::config::ReaderConfig;
 use crate::diag::{write_stderr_line, Diagnostic, Severity};
+use crate::index::chunking::MAX_SEQUENCE_BYTES;
 use crate::index::files::{expand_file_patterns, DataFile};
 use crate::parser::{
     Element, FatalDataError, InvalidSequence, ParseCounts, ParsedSequences, StreamOptions,
@@ -26,11 +27,11 @@ use crate::parser::{
 /// Size of one read from a data file.
 pub const READ_BLOCK_SIZE: usize = 4 << 20;
 
-/// The longest line a [`SequenceReader`] takes by default, 4 GiB − 1: the longest sequence
-/// the index takes ([`IndexLimits`](crate::index::chunking::IndexLimits)), so a line it
-/// refuses belongs to a sequence a read through the index refuses too. A file without line
-/// feeds so fails once this many of its bytes are read, rather than being held whole.
-pub const MAX_LINE_BYTES: usize = u32::MAX as usize;
+/// The longest line a [`SequenceReader`] takes by default: the longest sequence the index
+/// takes ([`MAX_SEQUENCE_BYTES`]), so a line it refuses belongs to a sequence a read through
+/// the index refuses too. A file without line feeds so fails once this many of its bytes
+/// are read, rather than being held whole.
+pub const MAX_LINE_BYTES: usize = MAX_SEQUENCE_BYTES as usize;
 
 /// What to do with invalid sequences.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,7 +224,7 @@ impl<T: Element> SequenceReader<T> {
             frame_mode: config.frame_mode,
         };
         let mut parser = StreamParser::new(&config.inputs, options);
-        parser.limit_line_bytes(Some(MAX_LINE_BYTES));
+        parser.limit_line_bytes(MAX_LINE_BYTES);
         let mut reader = SequenceReader {
             files: Vec::new(),
             next_file: 0,
@@ -258,7 +259,7 @@ impl<T: Element> SequenceReader<T> {
     /// whole until its line feed. (A composite reader reads through the index, whose limit is
     /// on sequences.)
     pub fn limit_line_bytes(&mut self, max: usize) {
-        self.parser.limit_line_bytes(Some(max));
+        self.parser.limit_line_bytes(max);
     }
 
     /// Number of data files, glob patterns expanded (0 when a pattern matched nothing); for
