@@ -13,7 +13,7 @@ use ctf_reader::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use ctf_reader::index::build::{default_scan_threads, CacheMode, IndexingOptions, SCAN_BLOCK_SIZE};
 use ctf_reader::index::chunking::IndexLimits;
 use ctf_reader::index::{build_index, CorpusIndex, IndexError, KeyMode};
-use ctf_reader::reader::{read_all, ErrorPolicy};
+use ctf_reader::reader::{read_all, ErrorPolicy, SequenceReader};
 use ctf_reader::{Diagnostic, InputConfig, ParsedSequences, ReaderConfig};
 use proptest::prelude::*;
 
@@ -158,6 +158,66 @@ fn assert_same_as_stream(texts: &[Vec<u8>], inputs: &[InputConfig], skip_ids: bo
         }
     }
     assert_scan_independent_of_threads(&config(&files, inputs, 7, skip_ids));
+    assert_same_sequence_limit_as_stream(&config(&files, inputs, 0, skip_ids));
+}
+
+/// The texts of `config`'s files, for a failure's message.
+fn texts_of(config: &ReaderConfig) -> Vec<String> {
+    let text = |f: &String| String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+    config.files.iter().map(text).collect()
+}
+
+/// Where a sequence limit stops a read: the index refuses the first sequence (in file order)
+/// longer than the limit, and the streaming reader must report the same sequence, with the
+/// same message, as its first error of that kind; with a limit no sequence exceeds, neither
+/// refuses one. Tried with each sequence's length less one as the limit.
+fn assert_same_sequence_limit_as_stream(config: &ReaderConfig) {
+    let Ok(opened) = build_index(config, &options()) else {
+        return; // a fatal error before any limit: the comparison above covers it
+    };
+    let index = opened.index;
+    let mut lengths: Vec<u64> = (0..index.chunks.len() as u32)
+        .flat_map(|id| index.chunk_sequences(id).iter().map(|e| u64::from(e.len)))
+        .collect();
+    lengths.sort_unstable();
+    lengths.dedup();
+    let mut limits: Vec<u64> = lengths.iter().map(|&n| n - 1).collect();
+    limits.extend(lengths.last());
+    for limit in limits {
+        let mut opts = options();
+        opts.limits = IndexLimits {
+            max_sequence_bytes: limit,
+            ..IndexLimits::default()
+        };
+        let refused = match build_index(config, &opts) {
+            Ok(_) => None,
+            Err(IndexError::Data {
+                file,
+                line,
+                col,
+                message,
+            }) => Some((file, line, col, message)),
+            Err(e) => panic!("limit {limit}: {e}"),
+        };
+        let reported = Arc::new(std::sync::Mutex::new(None));
+        let first = Arc::clone(&reported);
+        let sink = Box::new(move |file: &str, d: &Diagnostic| {
+            let mut first = first.lock().unwrap();
+            if first.is_none() && d.message.contains("bytes long; a sequence must be at most") {
+                *first = Some((file.to_string(), d.line, d.col, d.message.clone()));
+            }
+        });
+        let mut reader = SequenceReader::<f64>::new(config, ErrorPolicy::ReportAll, sink);
+        reader.limit_sequence_bytes(limit as usize);
+        while let Ok(Some(_)) = reader.next_batch() {}
+        let reported = reported.lock().unwrap().take();
+        assert_eq!(
+            refused,
+            reported,
+            "limit {limit}, files {:?}",
+            texts_of(config)
+        );
+    }
 }
 
 /// The index must not depend on how many threads scan, nor on where the reads are cut.

@@ -8,6 +8,7 @@
 
 use crate::index::scan::ScannedSequence;
 use crate::index::{Chunk, SequenceEntry};
+use crate::parser::stream::sequence_too_long_message;
 
 /// Why a sequence cannot be indexed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,10 +83,7 @@ impl FileChunker {
         if len > self.limits.max_sequence_bytes {
             return Err(ChunkingError {
                 line: seq.line,
-                message: format!(
-                    "sequence {} is {len} bytes long; a sequence must be at most {} bytes",
-                    seq.key, self.limits.max_sequence_bytes
-                ),
+                message: sequence_too_long_message(seq.key, len, self.limits.max_sequence_bytes),
             });
         }
         if sequences.len() as u64 >= self.limits.max_sequences {

@@ -138,8 +138,8 @@ struct OpenSequence {
     counted_lines: u32,
     errors: u32,
     first_error: Option<Diagnostic>,
-    /// While runs are recorded: where its first line starts in the text fed, and in line
-    /// mode where its line ends (see [`ParsedRun`]).
+    /// Where its first line starts in the text fed (its length is measured from there),
+    /// and while runs are recorded in line mode where its line ends (see [`ParsedRun`]).
     start: usize,
     end: usize,
 }
@@ -237,6 +237,9 @@ pub struct StreamParser<T> {
     /// Longest line, line feed excluded, that [`feed`](Self::feed) holds whole
     /// ([`limit_line_bytes`](Self::limit_line_bytes)).
     max_line_bytes: usize,
+    /// Longest valid sequence, in bytes from its first line's start to the next sequence's
+    /// ([`limit_sequence_bytes`](Self::limit_sequence_bytes)).
+    max_sequence_bytes: usize,
 }
 
 impl<T: Element> StreamParser<T> {
@@ -264,6 +267,7 @@ impl<T: Element> StreamParser<T> {
             buf_base: 0,
             rules_skipped: false,
             max_line_bytes: usize::MAX,
+            max_sequence_bytes: usize::MAX,
         }
     }
 
@@ -274,6 +278,17 @@ impl<T: Element> StreamParser<T> {
     /// a line is held whole whatever its length.
     pub fn limit_line_bytes(&mut self, max: usize) {
         self.max_line_bytes = max;
+    }
+
+    /// Makes a sequence longer than `max` bytes an error of that sequence, with the message
+    /// of the index, which refuses such a sequence ([`IndexLimits`]): its bytes run from the
+    /// start of its first line to the start of the next sequence's (in line mode, past its
+    /// line's line feed), or to the end of the file. Until this is called (or with
+    /// `usize::MAX`), a sequence may be of any length.
+    ///
+    /// [`IndexLimits`]: crate::index::chunking::IndexLimits
+    pub fn limit_sequence_bytes(&mut self, max: usize) {
+        self.max_sequence_bytes = max;
     }
 
     /// Forgets everything about the corpus read so far (seen ids, counts, buffered data), to
@@ -471,7 +486,7 @@ impl<T: Element> StreamParser<T> {
             self.carry = line;
             self.carry.clear();
         }
-        self.end_sequence();
+        self.end_sequence(self.fed);
         if !self.saw_content {
             return Err(empty_file_error());
         }
@@ -691,11 +706,12 @@ impl<T: Element> StreamParser<T> {
             None => self.parse_line_fully::<ROOM_CHECKED>(buf, start, content, line_no),
         };
         if self.mode == Mode::Lines {
+            // (A last line without a line feed ends where the text does.)
+            let end = self.buf_base.wrapping_add(line_end + 1).min(self.fed);
             if let Some(open) = &mut self.open {
-                // (A last line without a line feed ends where the text does.)
-                open.end = self.buf_base.wrapping_add(line_end + 1).min(self.fed);
+                open.end = end;
             }
-            self.end_sequence();
+            self.end_sequence(end);
         }
         line_end
     }
@@ -775,7 +791,7 @@ impl<T: Element> StreamParser<T> {
             Mode::Ids if content > start => {
                 let same = matches!(&self.open, Some(o) if o.id.is_some() && o.id == id);
                 if !same {
-                    self.end_sequence();
+                    self.end_sequence(self.buf_base.wrapping_add(start));
                     self.begin_sequence(id.unwrap_or(u64::MAX), id, line_no, start);
                     if let (Some(open), Some(_), 1..=7) = (&mut self.open, id, digits) {
                         open.id_bytes = low_bytes(word, digits);
@@ -858,7 +874,21 @@ impl<T: Element> StreamParser<T> {
         self.diags.push(diag);
     }
 
-    fn end_sequence(&mut self) {
+    /// Ends the open sequence, whose bytes end at `end` of the text fed (where the next
+    /// sequence's first line starts, past its line in line mode, or the end of the file).
+    fn end_sequence(&mut self, end: usize) {
+        let Some(open) = &self.open else { return };
+        let (key, line, counted_lines) = (open.key, open.line, open.counted_lines);
+        // The index refuses a span that is too long whatever it holds: every id-mode run
+        // (one without configured data too), and in line mode each line with a configured
+        // input or an error.
+        let indexed = self.mode == Mode::Ids || open.errors > 0 || counted_lines > 0;
+        let bytes = end.wrapping_sub(open.start);
+        if indexed && bytes > self.max_sequence_bytes {
+            // (An error of the sequence, so the rules below are not checked.)
+            let max = self.max_sequence_bytes as u64;
+            self.sequence_error(line, sequence_too_long_message(key, bytes as u64, max));
+        }
         let Some(open) = &self.open else { return };
         if open.errors == 0 && open.counted_lines == 0 {
             if self.mode == Mode::Ids {
@@ -868,7 +898,6 @@ impl<T: Element> StreamParser<T> {
             return; // no configured data: not a sequence
         }
         if open.errors == 0 && !self.rules_skipped {
-            let (key, line, counted_lines) = (open.key, open.line, open.counted_lines);
             if let Some(message) = self.sequence_rule_violation(key, counted_lines) {
                 self.sequence_error(line, message);
             }
@@ -945,6 +974,12 @@ impl<T: Element> StreamParser<T> {
         self.scratch_counts = counts;
         result
     }
+}
+
+/// The message for sequence `key`, of `bytes` bytes, longer than the `max` a sequence may
+/// have: the same whether the parser or the index finds it.
+pub(crate) fn sequence_too_long_message(key: u64, bytes: u64, max: u64) -> String {
+    format!("sequence {key} is {bytes} bytes long; a sequence must be at most {max} bytes")
 }
 
 /// The message for the id `digits`, too long for 64 bits: the id itself, or with more than
@@ -1093,6 +1128,54 @@ mod tests {
         let fed = (1..).find(|_| p.feed(&zeros).is_err()).unwrap();
         assert_eq!(fed, 16, "1,024 bytes fed when the error came");
         assert_eq!(p.carry.capacity(), 0);
+    }
+
+    #[test]
+    fn a_sequence_over_the_limit_is_an_error_of_its_own_whatever_the_pieces_fed() {
+        // Id mode: sequence 1 is 14 bytes (two lines), 2 is 7, 3 is 15 (two lines and a
+        // blank one, up to the next id), 4 has no configured input, and 5 has no line feed
+        // (9 bytes: the end of the file ends it).
+        let ids: &[u8] = b"1 |a 1\n1 |a 2\n2 |a 3\n3 |a 4\n3 |a 5\n\n4 |b 6666\n5 |a 6789";
+        // Line mode: a blank line and a comment-only line are no sequences, so they are not
+        // measured; the last line has no line feed.
+        let lines: &[u8] = b"|a 1\n\n|# a long comment\n|a 222222\n|a 3";
+        /// The text, the limit, the too-long sequences' keys and lengths, the valid
+        /// sequences' keys.
+        type Case<'a> = (&'a [u8], usize, &'a [(u64, u64)], &'a [u64]);
+        let cases: [Case; 6] = [
+            (ids, 15, &[], &[1, 2, 3, 5]),
+            (ids, 14, &[(3, 15)], &[1, 2, 5]),
+            (ids, 8, &[(1, 14), (3, 15), (4, 10), (5, 9)], &[2]),
+            (lines, 10, &[], &[0, 3, 4]),
+            (lines, 9, &[(3, 10)], &[0, 4]),
+            (lines, 3, &[(0, 5), (3, 10), (4, 4)], &[]),
+        ];
+        let inputs = [InputConfig::dense("a", 1), InputConfig::dense("b", 1)];
+        let inputs = &inputs[..1]; // b is outside the configuration
+        for (text, limit, too_long, valid) in cases {
+            for piece in 1..=text.len() {
+                let what = format!("{:?} in pieces of {piece}", String::from_utf8_lossy(text));
+                let mut p = StreamParser::<f32>::new(inputs, StreamOptions::default());
+                p.limit_sequence_bytes(limit);
+                p.start_file(0);
+                text.chunks(piece).try_for_each(|c| p.feed(c)).unwrap();
+                p.finish_file().unwrap();
+                let keys: Vec<u64> = p.sequences().sequences.iter().map(|s| s.key).collect();
+                assert_eq!(keys, valid, "{what}");
+                let refused: Vec<(u64, u64)> = p
+                    .invalid_sequences()
+                    .iter()
+                    .map(|s| {
+                        let bytes = too_long.iter().find(|(k, _)| *k == s.key).expect(&what).1;
+                        let message = sequence_too_long_message(s.key, bytes, limit as u64);
+                        assert_eq!(s.first_error.message, message, "{what}");
+                        assert_eq!(s.first_error.col, 1, "{what}");
+                        (s.key, bytes)
+                    })
+                    .collect();
+                assert_eq!(refused, too_long, "{what}");
+            }
+        }
     }
 
     #[test]

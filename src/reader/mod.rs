@@ -225,6 +225,7 @@ impl<T: Element> SequenceReader<T> {
         };
         let mut parser = StreamParser::new(&config.inputs, options);
         parser.limit_line_bytes(MAX_LINE_BYTES);
+        parser.limit_sequence_bytes(MAX_SEQUENCE_BYTES as usize);
         let mut reader = SequenceReader {
             files: Vec::new(),
             next_file: 0,
@@ -260,6 +261,13 @@ impl<T: Element> SequenceReader<T> {
     /// on sequences.)
     pub fn limit_line_bytes(&mut self, max: usize) {
         self.parser.limit_line_bytes(max);
+    }
+
+    /// Makes a sequence longer than `max` bytes invalid, with the error the index gives for
+    /// it (default [`MAX_SEQUENCE_BYTES`], the index's limit), so that what a read through
+    /// the index refuses is an error here too. (A composite reader reads through the index.)
+    pub fn limit_sequence_bytes(&mut self, max: usize) {
+        self.parser.limit_sequence_bytes(max);
     }
 
     /// Number of data files, glob patterns expanded (0 when a pattern matched nothing); for
