@@ -2,6 +2,8 @@
 //! same": the bytes fed in one piece, in two pieces at a fuzzed point, and byte by byte (for
 //! short inputs) give the same sequences, invalid sequences, diagnostics and fatal error.
 //! The first byte picks the options (`skipSequenceIds`, `frameMode`) and the split point.
+//! Each input is parsed twice so: without limits, and with lines and sequences limited to a
+//! third and a quarter of the text (`limit_line_bytes`, `limit_sequence_bytes`).
 
 #![no_main]
 
@@ -26,8 +28,21 @@ fn inputs() -> Vec<InputConfig> {
     ]
 }
 
-fn parse<'a>(options: StreamOptions, pieces: impl IntoIterator<Item = &'a [u8]>) -> Outcome {
+/// The longest line and sequence a parse takes.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    line: usize,
+    sequence: usize,
+}
+
+fn parse<'a>(
+    options: StreamOptions,
+    limits: Limits,
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+) -> Outcome {
     let mut p = StreamParser::<f32>::new(&inputs(), options);
+    p.limit_line_bytes(limits.line);
+    p.limit_sequence_bytes(limits.sequence);
     p.start_file(0);
     let mut fatal = None;
     for piece in pieces {
@@ -55,15 +70,33 @@ fuzz_target!(|data: &[u8]| {
         skip_sequence_ids: head & 1 != 0,
         frame_mode: head & 2 != 0,
     };
-    let whole = parse(options, [text]);
     let cut = if text.is_empty() {
         0
     } else {
         usize::from(head >> 2) * text.len() / 63
     };
     let (left, right) = text.split_at(cut.min(text.len()));
-    assert_eq!(parse(options, [left, right]), whole, "split at {cut}");
-    if text.len() <= 256 {
-        assert_eq!(parse(options, text.chunks(1)), whole, "byte by byte");
+    let unlimited = Limits {
+        line: usize::MAX,
+        sequence: usize::MAX,
+    };
+    let limited = Limits {
+        line: text.len() / 3,
+        sequence: text.len() / 4,
+    };
+    for limits in [unlimited, limited] {
+        let whole = parse(options, limits, [text]);
+        assert_eq!(
+            parse(options, limits, [left, right]),
+            whole,
+            "split at {cut}, {limits:?}"
+        );
+        if text.len() <= 256 {
+            assert_eq!(
+                parse(options, limits, text.chunks(1)),
+                whole,
+                "byte by byte, {limits:?}"
+            );
+        }
     }
 });
