@@ -1150,12 +1150,11 @@ mod tests {
             (lines, 9, &[(3, 10)], &[0, 4]),
             (lines, 3, &[(0, 5), (3, 10), (4, 4)], &[]),
         ];
-        let inputs = [InputConfig::dense("a", 1), InputConfig::dense("b", 1)];
-        let inputs = &inputs[..1]; // b is outside the configuration
+        let inputs = [InputConfig::dense("a", 1)]; // b is outside the configuration
         for (text, limit, too_long, valid) in cases {
             for piece in 1..=text.len() {
                 let what = format!("{:?} in pieces of {piece}", String::from_utf8_lossy(text));
-                let mut p = StreamParser::<f32>::new(inputs, StreamOptions::default());
+                let mut p = StreamParser::<f32>::new(&inputs, StreamOptions::default());
                 p.limit_sequence_bytes(limit);
                 p.start_file(0);
                 text.chunks(piece).try_for_each(|c| p.feed(c)).unwrap();
