@@ -1048,15 +1048,29 @@ mod tests {
         parse_pieces(&[text.as_bytes()], StreamOptions::default()).expect("not fatal")
     }
 
+    /// A parser of `inputs`, set up by `configure`, that was fed `text` as a file in pieces
+    /// of `piece` bytes; and the fatal error that stopped it, if one did.
+    fn fed_in_pieces(
+        inputs: &[InputConfig],
+        text: &[u8],
+        piece: usize,
+        configure: impl FnOnce(&mut StreamParser<f32>),
+    ) -> (StreamParser<f32>, Option<FatalDataError>) {
+        let mut p = StreamParser::<f32>::new(inputs, StreamOptions::default());
+        configure(&mut p);
+        p.start_file(0);
+        let fatal = text
+            .chunks(piece)
+            .try_for_each(|chunk| p.feed(chunk))
+            .and_then(|()| p.finish_file())
+            .err();
+        (p, fatal)
+    }
+
     /// The runs recorded over `text` fed in pieces of `piece` bytes, as a file.
     fn runs_of(text: &[u8], piece: usize) -> Vec<ParsedRun> {
-        let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
-        p.start_file(0);
-        p.record_runs();
-        for chunk in text.chunks(piece) {
-            p.feed(chunk).unwrap();
-        }
-        p.finish_file().unwrap();
+        let (mut p, fatal) = fed_in_pieces(&inputs(), text, piece, |p| p.record_runs());
+        assert!(fatal.is_none(), "{fatal:?}");
         let mut runs = Vec::new();
         p.take_runs(&mut runs);
         runs
@@ -1071,15 +1085,8 @@ mod tests {
         max: usize,
     ) -> (Vec<u64>, Option<(u64, u64, String)>) {
         let inputs = [InputConfig::dense("a", 1)];
-        let mut p = StreamParser::<f32>::new(&inputs, StreamOptions::default());
-        p.limit_line_bytes(max);
-        p.start_file(0);
-        let fatal = text
-            .chunks(piece)
-            .try_for_each(|chunk| p.feed(chunk))
-            .and_then(|()| p.finish_file())
-            .err()
-            .map(|e| (e.line, e.col, e.message));
+        let (p, fatal) = fed_in_pieces(&inputs, text, piece, |p| p.limit_line_bytes(max));
+        let fatal = fatal.map(|e| (e.line, e.col, e.message));
         let keys = p.sequences().sequences.iter().map(|s| s.key).collect();
         (keys, fatal)
     }
@@ -1154,11 +1161,9 @@ mod tests {
         for (text, limit, too_long, valid) in cases {
             for piece in 1..=text.len() {
                 let what = format!("{:?} in pieces of {piece}", String::from_utf8_lossy(text));
-                let mut p = StreamParser::<f32>::new(&inputs, StreamOptions::default());
-                p.limit_sequence_bytes(limit);
-                p.start_file(0);
-                text.chunks(piece).try_for_each(|c| p.feed(c)).unwrap();
-                p.finish_file().unwrap();
+                let (p, fatal) =
+                    fed_in_pieces(&inputs, text, piece, |p| p.limit_sequence_bytes(limit));
+                assert!(fatal.is_none(), "{what}: {fatal:?}");
                 let keys: Vec<u64> = p.sequences().sequences.iter().map(|s| s.key).collect();
                 assert_eq!(keys, valid, "{what}");
                 let refused: Vec<(u64, u64)> = p
