@@ -56,6 +56,15 @@ inline void check(ctf_status status, const char *message) {
         throw Error(status, describe(status, message));
     }
 }
+
+/** Throws for any status but OK, with this thread's last error message. The status is a
+ *  parameter, so the call that returned it has run before the message is read: a failing
+ *  call replaces the message, and a pointer read before it would dangle. */
+inline void check_last(ctf_status status) {
+    if (status != CTF_STATUS_OK) {
+        throw Error(status, describe(status, ctf_last_error_message()));
+    }
+}
 }  // namespace detail
 
 /** A borrowed, contiguous, read-only sequence of T (like std::span<const T>). */
@@ -138,15 +147,15 @@ class Minibatch {
 public:
     Minibatch() noexcept = default;
     explicit Minibatch(ctf_minibatch *handle) : handle_(handle) {
-        detail::check(ctf_minibatch_get_info(handle_, &info_), ctf_last_error_message());
+        detail::check_last(ctf_minibatch_get_info(handle_, &info_));
     }
     Minibatch(Minibatch &&other) noexcept
-        : handle_(std::exchange(other.handle_, nullptr)), info_(other.info_) {}
+        : handle_(std::exchange(other.handle_, nullptr)), info_(std::exchange(other.info_, {})) {}
     Minibatch &operator=(Minibatch &&other) noexcept {
         if (this != &other) {
             ctf_minibatch_free(handle_);
             handle_ = std::exchange(other.handle_, nullptr);
-            info_ = other.info_;
+            info_ = std::exchange(other.info_, {});
         }
         return *this;
     }
@@ -168,19 +177,19 @@ public:
     /** The view of stream `i` (configuration order). */
     StreamView stream(std::size_t i) const {
         ctf_stream_view view;
-        detail::check(ctf_minibatch_stream(handle_, i, &view), ctf_last_error_message());
+        detail::check_last(ctf_minibatch_stream(handle_, i, &view));
         return StreamView(view);
     }
     /** The padded view of dense stream `i` (made on first request, owned by the minibatch). */
     ctf_padded_view padded(std::size_t i) const {
         ctf_padded_view view;
-        detail::check(ctf_minibatch_padded(handle_, i, &view), ctf_last_error_message());
+        detail::check_last(ctf_minibatch_padded(handle_, i, &view));
         return view;
     }
     /** A DLPack tensor of a part of stream `i`; the caller calls its deleter once. */
     ctf_dl_managed_tensor *dlpack(std::size_t i, ctf_dlpack_part part = CTF_DLPACK_PART_VALUES) const {
         ctf_dl_managed_tensor *tensor = nullptr;
-        detail::check(ctf_minibatch_dlpack(handle_, i, part, &tensor), ctf_last_error_message());
+        detail::check_last(ctf_minibatch_dlpack(handle_, i, part, &tensor));
         return tensor;
     }
 
@@ -193,20 +202,19 @@ private:
 class Config {
 public:
     /** An empty configuration, to fill with add_file / add_input / setters. */
-    Config() { detail::check(ctf_config_new(&handle_), ctf_last_error_message()); }
+    Config() { detail::check_last(ctf_config_new(&handle_)); }
     /** The reader section of a BrainScript file (`section`: "" for the default). */
     static Config from_file(const std::string &path, const std::string &section = "") {
         ctf_config *handle = nullptr;
-        detail::check(ctf_config_from_file(path.c_str(), section.empty() ? nullptr : section.c_str(), &handle),
-                      ctf_last_error_message());
+        detail::check_last(
+            ctf_config_from_file(path.c_str(), section.empty() ? nullptr : section.c_str(), &handle));
         return Config(handle);
     }
     /** The reader section of BrainScript text. */
     static Config from_brainscript(const std::string &text, const std::string &section = "") {
         ctf_config *handle = nullptr;
-        detail::check(ctf_config_from_brainscript(text.c_str(), nullptr,
-                                                  section.empty() ? nullptr : section.c_str(), &handle),
-                      ctf_last_error_message());
+        detail::check_last(ctf_config_from_brainscript(text.c_str(), nullptr,
+                                                       section.empty() ? nullptr : section.c_str(), &handle));
         return Config(handle);
     }
     Config(Config &&other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
@@ -297,7 +305,7 @@ class Reader {
 public:
     /** A reader of a configuration (copied; the Config may go away). */
     explicit Reader(const Config &config) {
-        detail::check(ctf_reader_new(config.get(), &handle_), ctf_last_error_message());
+        detail::check_last(ctf_reader_new(config.get(), &handle_));
     }
     /** A reader, with default options, of the reader section of a BrainScript file. */
     static Reader from_file(const std::string &path, const std::string &section = "") {
@@ -345,9 +353,13 @@ public:
         bytes.resize(written);
         return bytes;
     }
-    /** Resumes right after the minibatch a checkpoint was taken after. */
+    /** Resumes right after the minibatch a checkpoint was taken after. An empty or
+     *  malformed checkpoint throws CTF_STATUS_CHECKPOINT_ERROR. */
     void restore(const std::vector<std::uint8_t> &bytes) {
-        check(ctf_reader_restore(handle_, bytes.data(), bytes.size()));
+        // An empty vector's data() may be NULL, which the C function takes for a missing
+        // argument: pass a valid pointer with the length 0 instead.
+        static const std::uint8_t none = 0;
+        check(ctf_reader_restore(handle_, bytes.empty() ? &none : bytes.data(), bytes.size()));
     }
     ctf_counters counters() const {
         ctf_counters c;
