@@ -642,7 +642,9 @@ enum ctf_status ctf_config_add_file(struct ctf_config *config, const char *path)
 /**
  * Adds an input (a stream), after those already there: stream indexes follow this order.
  * It belongs to the deserializer being described (see `ctf_config_add_deserializer`).
- * `alias` is the name used in the data (NULL: the same as `name`); `dim` is at least 1.
+ * `alias` is the name used in the data (NULL: the same as `name`); `dim` is at least 1;
+ * `storage` is a `ctf_storage` value (an `int`, so that another number is
+ * `CTF_STATUS_INVALID_ARGUMENT`, never undefined behaviour).
  *
  * Thread safety: one thread at a time per configuration.
  *
@@ -653,7 +655,7 @@ enum ctf_status ctf_config_add_input(struct ctf_config *config,
                                      const char *name,
                                      const char *alias,
                                      size_t dim,
-                                     enum ctf_storage storage);
+                                     int storage);
 
 /**
  * Starts the next deserializer of a composite reader: later `ctf_config_add_file` and
@@ -671,15 +673,16 @@ enum ctf_status ctf_config_add_input(struct ctf_config *config,
 enum ctf_status ctf_config_add_deserializer(struct ctf_config *config);
 
 /**
- * Sets the element type of the values (`precision`: float or double).
+ * Sets the element type of the values (`precision`: float or double): `element_type` is a
+ * `ctf_element_type` value (an `int`, so that another number is
+ * `CTF_STATUS_INVALID_ARGUMENT`, never undefined behaviour).
  *
  * Thread safety: one thread at a time per configuration.
  *
  * # Safety
  * `config` is NULL or a live configuration.
  */
-enum ctf_status ctf_config_set_element_type(struct ctf_config *config,
-                                            enum ctf_element_type element_type);
+enum ctf_status ctf_config_set_element_type(struct ctf_config *config, int element_type);
 
 /**
  * Sets `randomize` (shuffle sequences within the randomization window).
@@ -934,7 +937,9 @@ enum ctf_status ctf_config_set_diagnostic_callback(struct ctf_config *config,
  * `*out`; the caller (or the framework it hands the tensor to) calls its `deleter` once.
  * The tensor keeps the minibatch's buffers alive until then, so the minibatch may be freed
  * first. A part that the stream's storage lacks (row indices of a dense stream, a padded
- * view of a sparse one) or a stream out of range is `CTF_STATUS_INVALID_ARGUMENT`.
+ * view of a sparse one), a stream out of range, or a `part` that is no `ctf_dlpack_part`
+ * value (it is an `int`, so that another number is not undefined behaviour) is
+ * `CTF_STATUS_INVALID_ARGUMENT`.
  *
  * Thread safety: any thread; the deleter may run on any thread.
  *
@@ -943,7 +948,7 @@ enum ctf_status ctf_config_set_diagnostic_callback(struct ctf_config *config,
  */
 enum ctf_status ctf_minibatch_dlpack(const struct ctf_minibatch *minibatch,
                                      size_t stream,
-                                     enum ctf_dlpack_part part,
+                                     int part,
                                      struct ctf_dl_managed_tensor **out);
 
 /**
@@ -1183,11 +1188,13 @@ enum ctf_status ctf_reader_progress(const struct ctf_reader *reader, struct ctf_
 enum ctf_status ctf_reader_scheduled_size(const struct ctf_reader *reader, uint64_t *out);
 
 /**
- * A static, human-readable name of `status` (e.g. `"end of data"`), never NULL.
+ * A static, human-readable name of `status`, a `ctf_status` value (e.g. `"end of data"`),
+ * never NULL; `"unknown status"` for a number that is no `ctf_status` of this library (one
+ * added by a later version).
  *
  * Thread safety: any thread.
  */
-const char *ctf_status_str(enum ctf_status status);
+const char *ctf_status_str(int status);
 
 /**
  * The message of the last failed call on the calling thread (`""` if none failed yet), never

@@ -6,10 +6,12 @@
 //! A configuration is a value: [`crate::ffi::reader::ctf_reader_new`] copies it, so one
 //! configuration can make several readers (one per rank, say) and be freed right after.
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_int, c_void, CString};
 use std::path::Path;
 
-use super::plumbing::{guard, opt_str_arg, out_arg, str_arg, BoxedHandle, CallResult, Failure};
+use super::plumbing::{
+    enum_arg, guard, opt_str_arg, out_arg, str_arg, BoxedHandle, CEnum, CallResult, Failure,
+};
 use super::status::ctf_status;
 use crate::config::{ConfigWarning, ReaderConfigBuilder};
 use crate::reader::{stderr_sink, DiagnosticSink};
@@ -43,6 +45,22 @@ pub enum ctf_element_type {
     Float32 = 0,
     /// `double` (64 bits).
     Float64 = 1,
+}
+
+impl CEnum for ctf_storage {
+    const ALL: &'static [Self] = &[ctf_storage::Dense, ctf_storage::Sparse];
+    const C_NAME: &'static str = "ctf_storage";
+    fn number(self) -> c_int {
+        self as c_int
+    }
+}
+
+impl CEnum for ctf_element_type {
+    const ALL: &'static [Self] = &[ctf_element_type::Float32, ctf_element_type::Float64];
+    const C_NAME: &'static str = "ctf_element_type";
+    fn number(self) -> c_int {
+        self as c_int
+    }
 }
 
 impl From<StorageFormat> for ctf_storage {
@@ -363,7 +381,9 @@ pub unsafe extern "C" fn ctf_config_add_file(
 
 /// Adds an input (a stream), after those already there: stream indexes follow this order.
 /// It belongs to the deserializer being described (see `ctf_config_add_deserializer`).
-/// `alias` is the name used in the data (NULL: the same as `name`); `dim` is at least 1.
+/// `alias` is the name used in the data (NULL: the same as `name`); `dim` is at least 1;
+/// `storage` is a `ctf_storage` value (an `int`, so that another number is
+/// `CTF_STATUS_INVALID_ARGUMENT`, never undefined behaviour).
 ///
 /// Thread safety: one thread at a time per configuration.
 ///
@@ -375,13 +395,14 @@ pub unsafe extern "C" fn ctf_config_add_input(
     name: *const c_char,
     alias: *const c_char,
     dim: usize,
-    storage: ctf_storage,
+    storage: c_int,
 ) -> ctf_status {
     // SAFETY: the caller passes a live configuration and NUL-terminated strings (or NULL).
     unsafe {
         with_config(config, |config| {
             let name = str_arg(name, "name")?;
             let alias = opt_str_arg(alias, "alias")?.unwrap_or(name);
+            let storage = enum_arg::<ctf_storage>(storage, "storage")?;
             if dim == 0 {
                 return Err(Failure::invalid(format!(
                     "input '{name}': the dimension must be at least 1"
@@ -437,7 +458,9 @@ unsafe fn set(
     }
 }
 
-/// Sets the element type of the values (`precision`: float or double).
+/// Sets the element type of the values (`precision`: float or double): `element_type` is a
+/// `ctf_element_type` value (an `int`, so that another number is
+/// `CTF_STATUS_INVALID_ARGUMENT`, never undefined behaviour).
 ///
 /// Thread safety: one thread at a time per configuration.
 ///
@@ -446,15 +469,17 @@ unsafe fn set(
 #[no_mangle]
 pub unsafe extern "C" fn ctf_config_set_element_type(
     config: *mut ctf_config,
-    element_type: ctf_element_type,
+    element_type: c_int,
 ) -> ctf_status {
     // SAFETY: the caller passes NULL or a live configuration.
     unsafe {
-        set(config, |b| {
-            b.precision(match element_type {
+        with_config(config, |config| {
+            let precision = match enum_arg::<ctf_element_type>(element_type, "element_type")? {
                 ctf_element_type::Float32 => Precision::Float,
                 ctf_element_type::Float64 => Precision::Double,
-            })
+            };
+            config.update(|b| b.precision(precision));
+            Ok(())
         })
     }
 }

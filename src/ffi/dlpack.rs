@@ -7,13 +7,13 @@
 //! `DLManagedTensor *`. An exported tensor keeps its minibatch's buffers alive until its
 //! `deleter` runs, also after `ctf_minibatch_free`; its memory is read-only.
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use super::config::{ctf_element_type, ctf_storage};
 use super::minibatch::{ctf_minibatch, MinibatchData, PaddedAny};
-use super::plumbing::{guard, out_arg, BoxedHandle, Failure};
+use super::plumbing::{enum_arg, guard, out_arg, BoxedHandle, CEnum, Failure};
 use super::status::ctf_status;
 
 /// DLPack's `kDLCPU`.
@@ -97,6 +97,21 @@ pub enum ctf_dlpack_part {
     Padded = 4,
     /// Dense: the padded view's mask `[sequences, max_len]` uint8.
     Mask = 5,
+}
+
+impl CEnum for ctf_dlpack_part {
+    const ALL: &'static [Self] = &[
+        ctf_dlpack_part::Values,
+        ctf_dlpack_part::RowIndices,
+        ctf_dlpack_part::ColumnStarts,
+        ctf_dlpack_part::SequenceStarts,
+        ctf_dlpack_part::Padded,
+        ctf_dlpack_part::Mask,
+    ];
+    const C_NAME: &'static str = "ctf_dlpack_part";
+    fn number(self) -> c_int {
+        self as c_int
+    }
 }
 
 /// The export: the managed tensor first, so the tensor pointer is the export's.
@@ -191,7 +206,9 @@ fn export(
 /// `*out`; the caller (or the framework it hands the tensor to) calls its `deleter` once.
 /// The tensor keeps the minibatch's buffers alive until then, so the minibatch may be freed
 /// first. A part that the stream's storage lacks (row indices of a dense stream, a padded
-/// view of a sparse one) or a stream out of range is `CTF_STATUS_INVALID_ARGUMENT`.
+/// view of a sparse one), a stream out of range, or a `part` that is no `ctf_dlpack_part`
+/// value (it is an `int`, so that another number is not undefined behaviour) is
+/// `CTF_STATUS_INVALID_ARGUMENT`.
 ///
 /// Thread safety: any thread; the deleter may run on any thread.
 ///
@@ -201,7 +218,7 @@ fn export(
 pub unsafe extern "C" fn ctf_minibatch_dlpack(
     minibatch: *const ctf_minibatch,
     stream: usize,
-    part: ctf_dlpack_part,
+    part: c_int,
     out: *mut *mut ctf_dl_managed_tensor,
 ) -> ctf_status {
     guard(|| {
@@ -212,6 +229,7 @@ pub unsafe extern "C" fn ctf_minibatch_dlpack(
                 out_arg(out, "out")?,
             )
         };
+        let part = enum_arg::<ctf_dlpack_part>(part, "part")?;
         let keep = &minibatch.data;
         let s = keep.stream(stream)?;
         let sparse = s.storage == ctf_storage::Sparse;

@@ -6,7 +6,7 @@
 //! owned ([`BoxedHandle`]), so a handle can only be made and freed the way it was allocated.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::status::ctf_status;
@@ -136,6 +136,33 @@ pub(crate) unsafe fn opt_str_arg<'a>(
     unsafe { str_arg(ptr, name) }.map(Some)
 }
 
+/// An enum of the C ABI that C passes in as an argument. C lets any `int` into an enum type,
+/// but a Rust enum holding a value it does not list is undefined behaviour, caught by no
+/// guard: so the exported functions take such an argument as a raw `c_int` and convert it
+/// with [`enum_arg`].
+pub(crate) trait CEnum: Copy + 'static {
+    /// Every value of the type.
+    const ALL: &'static [Self];
+    /// The type's name in the header, for messages.
+    const C_NAME: &'static str;
+    /// The value's number in the header.
+    fn number(self) -> c_int;
+}
+
+/// The `E` numbered `value`, or `INVALID_ARGUMENT` naming the argument when `E` has none.
+pub(crate) fn enum_arg<E: CEnum>(value: c_int, name: &str) -> Result<E, Failure> {
+    E::ALL
+        .iter()
+        .copied()
+        .find(|e| e.number() == value)
+        .ok_or_else(|| {
+            Failure::invalid(format!(
+                "argument '{name}' is {value}, which is no {} value",
+                E::C_NAME
+            ))
+        })
+}
+
 /// Checks an out-parameter pointer; the reference is only written on success.
 ///
 /// # Safety
@@ -239,6 +266,33 @@ mod tests {
         assert_eq!(guard(|| Ok(())), ctf_status::Ok);
         // Success leaves the last error as it was.
         assert_eq!(last_error(), "stream 9 does not exist");
+    }
+
+    #[test]
+    fn enum_arguments_take_their_numbers_and_refuse_any_other() {
+        use crate::ffi::config::ctf_storage;
+        use crate::ffi::dlpack::ctf_dlpack_part;
+        assert_eq!(
+            enum_arg::<ctf_storage>(1, "storage").unwrap(),
+            ctf_storage::Sparse
+        );
+        assert_eq!(
+            enum_arg::<ctf_dlpack_part>(5, "part").unwrap(),
+            ctf_dlpack_part::Mask
+        );
+        for value in [-1, 6, 99, c_int::MAX, c_int::MIN] {
+            let failure = enum_arg::<ctf_dlpack_part>(value, "part").unwrap_err();
+            assert_eq!(failure.status, ctf_status::InvalidArgument);
+            assert_eq!(
+                failure.message,
+                format!("argument 'part' is {value}, which is no ctf_dlpack_part value")
+            );
+        }
+        assert!(enum_arg::<ctf_storage>(2, "storage").is_err());
+        // Every value's number is its position: the lists are complete and in order.
+        for (i, status) in ctf_status::ALL.iter().enumerate() {
+            assert_eq!(status.number(), i as c_int);
+        }
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! renumbered. The text of the last failure on a thread is [`ctf_last_error_message`]; a
 //! reader or a configuration also keeps the message of its own last failure.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_int};
 
-use super::plumbing::{guard_value, last_error_ptr};
+use super::plumbing::{enum_arg, guard_value, last_error_ptr, CEnum};
 
 /// Major version of the library the header came with (the `x` of `x.y.z` in Cargo.toml).
 pub const CTF_READER_VERSION_MAJOR: u32 = 0;
@@ -52,11 +52,36 @@ pub enum ctf_status {
     Panic = 10,
 }
 
-/// A static, human-readable name of `status` (e.g. `"end of data"`), never NULL.
+impl CEnum for ctf_status {
+    const ALL: &'static [Self] = &[
+        ctf_status::Ok,
+        ctf_status::EndOfData,
+        ctf_status::NullArgument,
+        ctf_status::InvalidArgument,
+        ctf_status::ConfigError,
+        ctf_status::DataError,
+        ctf_status::IoError,
+        ctf_status::CheckpointError,
+        ctf_status::BufferTooSmall,
+        ctf_status::ReaderFailed,
+        ctf_status::Panic,
+    ];
+    const C_NAME: &'static str = "ctf_status";
+    fn number(self) -> c_int {
+        self as c_int
+    }
+}
+
+/// A static, human-readable name of `status`, a `ctf_status` value (e.g. `"end of data"`),
+/// never NULL; `"unknown status"` for a number that is no `ctf_status` of this library (one
+/// added by a later version).
 ///
 /// Thread safety: any thread.
 #[no_mangle]
-pub extern "C" fn ctf_status_str(status: ctf_status) -> *const c_char {
+pub extern "C" fn ctf_status_str(status: c_int) -> *const c_char {
+    let Ok(status) = enum_arg::<ctf_status>(status, "status") else {
+        return c"unknown status".as_ptr();
+    };
     let text: &'static std::ffi::CStr = match status {
         ctf_status::Ok => c"ok",
         ctf_status::EndOfData => c"end of data",
@@ -95,6 +120,26 @@ pub extern "C" fn ctf_version() -> *const c_char {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn every_status_has_its_name_and_other_numbers_one_of_their_own() {
+        // SAFETY: ctf_status_str returns static NUL-terminated strings.
+        let name = |n: c_int| {
+            unsafe { CStr::from_ptr(ctf_status_str(n)) }
+                .to_str()
+                .unwrap()
+        };
+        assert_eq!(name(ctf_status::Ok as c_int), "ok");
+        assert_eq!(name(ctf_status::Panic as c_int), "internal error");
+        let names: std::collections::BTreeSet<&str> =
+            ctf_status::ALL.iter().map(|&s| name(s as c_int)).collect();
+        assert_eq!(names.len(), ctf_status::ALL.len());
+        assert!(!names.contains("unknown status"));
+        for n in [-1, 11, 7000, c_int::MAX, c_int::MIN] {
+            assert_eq!(name(n), "unknown status");
+        }
+    }
 
     #[test]
     fn version_macros_match_cargo_toml() {

@@ -70,6 +70,9 @@ static void test_status_and_version(void) {
         CHECK(text != NULL && text[0] != '\0');
     }
     CHECK(strcmp(ctf_status_str(CTF_STATUS_END_OF_DATA), "end of data") == 0);
+    /* A number that is no status (one a later version may add) has a name too. */
+    CHECK(strcmp(ctf_status_str(CTF_STATUS_PANIC + 1), "unknown status") == 0);
+    CHECK(strcmp(ctf_status_str(-1), "unknown status") == 0);
     CHECK(CTF_STATUS_OK == 0 && CTF_STATUS_END_OF_DATA == 1 && CTF_STATUS_NULL_ARGUMENT == 2 &&
           CTF_STATUS_INVALID_ARGUMENT == 3 && CTF_STATUS_CONFIG_ERROR == 4 && CTF_STATUS_DATA_ERROR == 5 &&
           CTF_STATUS_IO_ERROR == 6 && CTF_STATUS_CHECKPOINT_ERROR == 7 && CTF_STATUS_BUFFER_TOO_SMALL == 8 &&
@@ -223,6 +226,12 @@ static void test_bad_configurations(void) {
     CHECK(reader == (ctf_reader *)0x1);
     EXPECT(ctf_config_add_input(config, "x", NULL, 0, CTF_STORAGE_DENSE), CTF_STATUS_INVALID_ARGUMENT);
     CHECK(contains(ctf_config_message(config), "dimension"));
+    /* Numbers that are no value of an enum argument are refused, never undefined behaviour. */
+    EXPECT(ctf_config_add_input(config, "x", NULL, 3, 2), CTF_STATUS_INVALID_ARGUMENT);
+    CHECK(contains(ctf_config_message(config), "'storage' is 2, which is no ctf_storage value"));
+    EXPECT(ctf_config_add_input(config, "x", NULL, 3, -1), CTF_STATUS_INVALID_ARGUMENT);
+    EXPECT(ctf_config_set_element_type(config, 2), CTF_STATUS_INVALID_ARGUMENT);
+    CHECK(contains(ctf_config_message(config), "'element_type' is 2, which is no ctf_element_type value"));
     EXPECT(ctf_config_set_partition(config, 2, 2), CTF_STATUS_INVALID_ARGUMENT);
     EXPECT(ctf_config_set_partition(config, 0, 0), CTF_STATUS_INVALID_ARGUMENT);
     EXPECT(ctf_config_set_minibatch_schedule(config, "12*:x"), CTF_STATUS_INVALID_ARGUMENT);
@@ -452,6 +461,10 @@ static void test_padded_and_dlpack(void) {
     EXPECT(ctf_minibatch_dlpack(mb, 1, CTF_DLPACK_PART_ROW_INDICES, &bad), CTF_STATUS_INVALID_ARGUMENT);
     EXPECT(ctf_minibatch_dlpack(mb, 0, CTF_DLPACK_PART_PADDED, &bad), CTF_STATUS_INVALID_ARGUMENT);
     EXPECT(ctf_minibatch_dlpack(mb, 7, CTF_DLPACK_PART_VALUES, &bad), CTF_STATUS_INVALID_ARGUMENT);
+    EXPECT(ctf_minibatch_dlpack(mb, 1, CTF_DLPACK_PART_MASK + 1, &bad), CTF_STATUS_INVALID_ARGUMENT);
+    CHECK(contains(ctf_last_error_message(), "'part' is 6, which is no ctf_dlpack_part value"));
+    EXPECT(ctf_minibatch_dlpack(mb, 1, 99, &bad), CTF_STATUS_INVALID_ARGUMENT);
+    EXPECT(ctf_minibatch_dlpack(mb, 1, -1, &bad), CTF_STATUS_INVALID_ARGUMENT);
     CHECK(bad == (ctf_dl_managed_tensor *)0x1);
     for (b = 0; b < dense.value_count; b++) view_sum += ((const float *)dense.values)[b];
 
