@@ -809,7 +809,7 @@ enum ctf_status ctf_config_set_partition(struct ctf_config *config,
 
 /**
  * Sets the number of loader (parser) threads, and of packer threads; 0 (the default) uses
- * the available cores for each.
+ * the available cores for each. More than 1024 is `CTF_STATUS_INVALID_ARGUMENT`.
  *
  * Thread safety: one thread at a time per configuration.
  *
@@ -819,7 +819,8 @@ enum ctf_status ctf_config_set_partition(struct ctf_config *config,
 enum ctf_status ctf_config_set_threads(struct ctf_config *config, size_t threads);
 
 /**
- * Sets how many minibatches are packed ahead of the consumer; 0 is the default (2).
+ * Sets how many minibatches are packed ahead of the consumer; 0 is the default (2). More
+ * than 256 is `CTF_STATUS_INVALID_ARGUMENT`.
  *
  * Thread safety: one thread at a time per configuration.
  *

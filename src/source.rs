@@ -21,7 +21,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use crate::pipeline::engine::{MinibatchSource, PipelineOptions};
+pub use crate::pipeline::engine::{MinibatchSource, PipelineOptions, MAX_PREFETCH, MAX_THREADS};
 
 use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::{ReaderConfig, WindowSize};
@@ -51,9 +51,10 @@ pub struct ReadLimits {
     pub max_samples: Option<u64>,
     /// Stop after this many sweeps. Exclusive with `max_samples`.
     pub max_sweeps: Option<u64>,
-    /// Epochs of this many samples: a minibatch never crosses an epoch end (a sequence that
-    /// starts before it is delivered whole) and the schedule advances per epoch. Without it,
-    /// minibatches run across sweep ends and the schedule's epochs are sweeps.
+    /// Epochs of this many samples (at least 1): a minibatch never crosses an epoch end (a
+    /// sequence that starts before it is delivered whole) and the schedule advances per
+    /// epoch. Without it, minibatches run across sweep ends and the schedule's epochs are
+    /// sweeps.
     pub epoch_size: Option<u64>,
 }
 
@@ -85,6 +86,9 @@ pub enum SourceError {
     Checkpoint(CheckpointError),
     /// The request or the limits are not valid.
     Usage(String),
+    /// A thread of the engine panicked: a bug in ctf-reader (the C ABI's
+    /// `CTF_STATUS_PANIC`).
+    Internal(String),
 }
 
 impl fmt::Display for SourceError {
@@ -97,6 +101,7 @@ impl fmt::Display for SourceError {
             SourceError::Pack(e) => write!(f, "{e}"),
             SourceError::Checkpoint(e) => write!(f, "{e}"),
             SourceError::Usage(m) => write!(f, "{m}"),
+            SourceError::Internal(m) => write!(f, "internal error (a bug in ctf-reader): {m}"),
         }
     }
 }
@@ -386,19 +391,43 @@ pub(crate) fn minibatch_end(
     (end, None)
 }
 
-/// Refuses a checkpoint of another corpus or order.
+/// The furthest position a checkpoint may hold: 2^62 samples, centuries of reading at a
+/// billion samples a second. A position past it was never written by a read, and the
+/// timeline's sums of positions and sweep sizes could wrap on it.
+pub const MAX_CHECKPOINT_POSITION: u64 = 1 << 62;
+
+/// Refuses a checkpoint of another corpus or order, or one whose position no read reaches
+/// ([`MAX_CHECKPOINT_POSITION`]).
 pub(crate) fn check_checkpoint(
     checkpoint: &Checkpoint,
     fingerprint: u64,
 ) -> Result<(), SourceError> {
-    if checkpoint.fingerprint == fingerprint {
-        return Ok(());
+    if checkpoint.fingerprint != fingerprint {
+        return Err(SourceError::Checkpoint(CheckpointError {
+            message: "it was taken on a different corpus or with a different order-shaping \
+                      configuration (files, inputs, chunk size, randomization settings)"
+                .to_string(),
+        }));
     }
-    Err(SourceError::Checkpoint(CheckpointError {
-        message: "it was taken on a different corpus or with a different order-shaping \
-                  configuration (files, inputs, chunk size, randomization settings)"
-            .to_string(),
-    }))
+    if checkpoint.position > MAX_CHECKPOINT_POSITION {
+        return Err(SourceError::Checkpoint(CheckpointError {
+            message: format!(
+                "its position {} is past any a read reaches (at most 2^62 samples)",
+                checkpoint.position
+            ),
+        }));
+    }
+    Ok(())
+}
+
+/// Refuses limits no read can follow: epochs of 0 samples.
+pub(crate) fn check_limits(limits: &ReadLimits) -> Result<(), SourceError> {
+    if limits.epoch_size == Some(0) {
+        return Err(SourceError::Usage(
+            "the epoch size must be at least 1 sample".to_string(),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a rank that is not below the number of workers.
@@ -465,6 +494,7 @@ impl<T: Element> ReferenceSource<T> {
         limits: ReadLimits,
         sink: DiagnosticSink,
     ) -> Result<Self, SourceError> {
+        check_limits(&limits)?;
         let opened = build_index(config, &IndexingOptions::for_config(config))
             .map_err(SourceError::Index)?;
         let index = Arc::clone(&opened.index);

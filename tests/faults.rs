@@ -151,6 +151,41 @@ fn an_injected_read_error_is_reported_after_the_data_before_it() {
     });
 }
 
+/// A loader thread that panics (here in the read hook, standing for a bug in the parse) is
+/// an internal error naming the file, `SourceError::Load(LoadError::Panicked)`, which the C
+/// ABI reports as `CTF_STATUS_PANIC`; it was reported as an I/O error ("cannot read"), and a
+/// planner's or packer's panic as a usage error.
+#[test]
+fn a_loader_thread_that_panics_is_an_internal_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), "panicky.ctf", 400);
+    let cfg = config(&file, true);
+    set_read_fault(
+        Path::new(&file),
+        Some(Arc::new(|offset, len| {
+            if offset <= 6000 && 6000 < offset + len as u64 {
+                panic!("injected: a bug in a loader");
+            }
+            Ok(())
+        })),
+    );
+    let error = within(60, "a panicking loader", move || {
+        let mut s = source(&cfg, sweeps(1), 2);
+        until_error(&mut s, 16).1
+    });
+    set_read_fault(Path::new(&file), None);
+    let error = error.expect("the panic reaches the consumer as an error");
+    let message = error.to_string();
+    assert!(
+        matches!(
+            error,
+            SourceError::Load(ctf_reader::chunks::LoadError::Panicked { .. })
+        ) && message.contains("panicky.ctf")
+            && message.contains("internal error (a bug in ctf-reader)"),
+        "{message}"
+    );
+}
+
 /// A transient read error (the first read past byte 2000 fails, a second read would
 /// succeed) never loses or corrupts data: the run either reports it in order (and then a
 /// restore to the last checkpoint reads on) or, when the failed load was evicted from the

@@ -350,20 +350,147 @@ fn dimensions_up_to_2_pow_31_minus_1() {
     let d = dump(&file, &["a:16777216:dense"], 30, 400);
     assert_eq!(d.run.code, 0, "{}", d.run.stderr);
     assert_eq!(cli_support::keys(&d.run.stdout), [1]);
-    for dim in ["2147483648", "99999999999999999999"] {
-        let r = bounded(
-            &[
-                "validate",
-                "--file",
-                s(&file),
-                "--input",
-                &format!("a:{dim}:sparse"),
-            ],
-            10,
-            100,
-        );
-        assert_eq!(r.run.code, 2, "dim {dim}: {}", r.run.stderr);
+    // A dim over 2^31 - 1 is refused whatever the format: a dense one used to abort the
+    // process on its first short sample (a failed allocation), or to panic on the size.
+    for format in ["sparse", "dense"] {
+        for dim in ["2147483648", "1099511627776", "18446744073709551615"] {
+            let r = bounded(
+                &[
+                    "validate",
+                    "--file",
+                    s(&file),
+                    "--input",
+                    &format!("a:{dim}:{format}"),
+                ],
+                10,
+                100,
+            );
+            assert_eq!(r.run.code, 2, "dim {dim}: {}", r.run.stderr);
+            assert!(
+                r.run
+                    .stderr
+                    .contains(&format!("{format} input 'a' must be at most 2147483647")),
+                "{}",
+                r.run.stderr
+            );
+        }
     }
+    let r = bounded(
+        &[
+            "validate",
+            "--file",
+            s(&file),
+            "--input",
+            "a:99999999999999999999:dense",
+        ],
+        10,
+        100,
+    );
+    assert_eq!(r.run.code, 2, "{}", r.run.stderr);
+}
+
+/// Engine settings and restore positions no read can use are usage errors (exit 2, no panic,
+/// no abort): before 2026-12-07, `--epoch-size 0` divided by zero in the planner thread,
+/// `--prefetch` and `--threads` sized queues and buffers from any number (an abort on a
+/// failed allocation, or a panic on the size), and a token whose position was near 2^64
+/// wrapped the timeline's sums (a read running for ever, or positions going back).
+#[test]
+fn engine_settings_and_restore_positions_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (0..40).map(|i| format!("|x {i}\n")).collect();
+    let file = write(dir.path(), "x.ctf", text);
+    let read = |extra: &[&str]| {
+        let mut args = vec![
+            "read",
+            "--file",
+            s(&file),
+            "--input",
+            "x:1:dense",
+            "--mb-size",
+            "8",
+            "--jsonl",
+        ];
+        args.extend(extra);
+        bounded(&args, 30, 600)
+    };
+    for (extra, message) in [
+        (
+            &["--epoch-size", "0"][..],
+            "expected a number of at least 1",
+        ),
+        (&["--prefetch", "257"], "expected a number from 1 to 256"),
+        (&["--prefetch", "9223372036854775807"], "from 1 to 256"),
+        (&["--threads", "1025"], "expected a number from 1 to 1024"),
+        (&["--threads", "4294967295"], "from 1 to 1024"),
+    ] {
+        let r = read(extra);
+        assert_eq!(r.run.code, 2, "{extra:?}: {}", r.run.stderr);
+        assert!(
+            r.run.stderr.contains(message),
+            "{extra:?}: {}",
+            r.run.stderr
+        );
+        assert!(!r.run.stderr.contains("panicked"), "{}", r.run.stderr);
+    }
+    let r = bounded(
+        &[
+            "index",
+            "--file",
+            s(&file),
+            "--input",
+            "x:1:dense",
+            "--threads",
+            "18446744073709551615",
+        ],
+        30,
+        600,
+    );
+    assert_eq!(r.run.code, 2, "{}", r.run.stderr);
+    // The largest settings allowed read what the defaults read.
+    let plain = read(&[]);
+    assert_eq!(plain.run.code, 0, "{}", plain.run.stderr);
+    let widest = read(&["--prefetch", "256", "--threads", "64", "--epoch-size", "1"]);
+    assert_eq!(widest.run.code, 0, "{}", widest.run.stderr);
+    // (In the same order: epochs of one sample cut the minibatches, not the order.)
+    let keys = |stdout: &str| -> Vec<u64> {
+        json_lines(stdout)
+            .iter()
+            .flat_map(|m| {
+                m.at("sequences")
+                    .arr()
+                    .iter()
+                    .map(|k| k.int())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    assert_eq!(keys(&plain.run.stdout), keys(&widest.run.stdout));
+    assert_eq!(keys(&plain.run.stdout).len(), 40);
+
+    // A token of this corpus and order with its position (bytes 4 to 11, little-endian)
+    // replaced: past 2^62 it is refused, at 2^62 the read is simply over.
+    let lines = json_lines(&plain.run.stdout);
+    let cli_support::json::Json::Str(first) = lines[0].at("checkpoint") else {
+        panic!("no checkpoint token in {}", plain.run.stdout);
+    };
+    let with_position = |hex_le: &str| format!("{}{hex_le}{}", &first[..8], &first[24..]);
+    for hex_le in ["ffffffffffffffff", "f0ffffffffffffff", "0100000000000040"] {
+        let token = with_position(hex_le);
+        for limit in [&[][..], &["--max-samples", "18446744073709551615"]] {
+            let mut extra = vec!["--restore", &token];
+            extra.extend(limit);
+            let r = read(&extra);
+            assert_eq!(r.run.code, 2, "{hex_le}: {}", r.run.stderr);
+            assert!(
+                r.run.stderr.contains("is past any a read reaches"),
+                "{}",
+                r.run.stderr
+            );
+        }
+    }
+    let r = read(&["--restore", &with_position("0000000000000040")]);
+    assert_eq!(r.run.code, 0, "{}", r.run.stderr);
+    assert_eq!(r.run.stdout, "");
 }
 
 /// 10^7 one-line sequences (50 MB): validated, indexed and read in bounded time and memory.

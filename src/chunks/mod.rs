@@ -85,6 +85,11 @@ pub enum LoadError {
         /// How it differs.
         detail: String,
     },
+    /// The loader thread panicked while loading: a bug in ctf-reader.
+    Panicked {
+        /// The file, as named in the index.
+        file: String,
+    },
 }
 
 impl LoadError {
@@ -99,6 +104,7 @@ impl LoadError {
                 file: file.clone(),
                 detail: detail.clone(),
             },
+            LoadError::Panicked { file } => LoadError::Panicked { file: file.clone() },
         }
     }
 }
@@ -110,6 +116,11 @@ impl fmt::Display for LoadError {
             LoadError::Changed { file, detail } => write!(
                 f,
                 "{file}: error: data file changed since it was indexed ({detail})"
+            ),
+            LoadError::Panicked { file } => write!(
+                f,
+                "{file}: error: internal error (a bug in ctf-reader): a loader thread \
+                 panicked while parsing it"
             ),
         }
     }

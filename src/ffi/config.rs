@@ -15,7 +15,10 @@ use super::plumbing::{
 use super::status::ctf_status;
 use crate::config::{ConfigWarning, ReaderConfigBuilder};
 use crate::reader::{stderr_sink, DiagnosticSink};
-use crate::source::ReadLimits;
+use crate::source::{ReadLimits, MAX_PREFETCH, MAX_THREADS};
+
+// The numbers the setters' documentation (and so the header) gives.
+const _: () = assert!(MAX_THREADS == 1024 && MAX_PREFETCH == 256);
 use crate::timeline::schedule::MbSchedule;
 use crate::{InputConfig, Precision, ReaderConfig, StorageFormat};
 
@@ -679,7 +682,7 @@ pub unsafe extern "C" fn ctf_config_set_partition(
 }
 
 /// Sets the number of loader (parser) threads, and of packer threads; 0 (the default) uses
-/// the available cores for each.
+/// the available cores for each. More than 1024 is `CTF_STATUS_INVALID_ARGUMENT`.
 ///
 /// Thread safety: one thread at a time per configuration.
 ///
@@ -693,13 +696,19 @@ pub unsafe extern "C" fn ctf_config_set_threads(
     // SAFETY: the caller passes NULL or a live configuration.
     unsafe {
         with_config(config, |config| {
+            if threads > MAX_THREADS {
+                return Err(Failure::invalid(format!(
+                    "{threads} threads: at most {MAX_THREADS} are allowed"
+                )));
+            }
             config.options.threads = threads;
             Ok(())
         })
     }
 }
 
-/// Sets how many minibatches are packed ahead of the consumer; 0 is the default (2).
+/// Sets how many minibatches are packed ahead of the consumer; 0 is the default (2). More
+/// than 256 is `CTF_STATUS_INVALID_ARGUMENT`.
 ///
 /// Thread safety: one thread at a time per configuration.
 ///
@@ -713,6 +722,11 @@ pub unsafe extern "C" fn ctf_config_set_prefetch(
     // SAFETY: the caller passes NULL or a live configuration.
     unsafe {
         with_config(config, |config| {
+            if prefetch > MAX_PREFETCH {
+                return Err(Failure::invalid(format!(
+                    "a prefetch depth of {prefetch}: at most {MAX_PREFETCH} is allowed"
+                )));
+            }
             config.options.prefetch = prefetch;
             Ok(())
         })

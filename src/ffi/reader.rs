@@ -109,8 +109,6 @@ struct StreamNames {
 
 struct ReaderState {
     engine: Engine,
-    /// The message of the last failed call.
-    message: CString,
     /// Set by the first failure of the source; every later read repeats it.
     failed: Option<String>,
     ended: bool,
@@ -122,6 +120,10 @@ pub struct ctf_reader {
     config: ReaderConfig,
     options: ReaderOptions,
     state: Mutex<ReaderState>,
+    /// The message of the last failed call, behind a lock of its own: calls that only read
+    /// the stream information, and `ctf_reader_message`, never wait for the state's lock,
+    /// which a `ctf_reader_next` holds while it reads.
+    message: Mutex<CString>,
 }
 
 impl BoxedHandle for ctf_reader {}
@@ -141,6 +143,9 @@ pub(crate) fn source_status(e: &SourceError) -> ctf_status {
     use crate::chunks::LoadError;
     use crate::index::IndexError;
     match e {
+        SourceError::Internal(_) | SourceError::Load(LoadError::Panicked { .. }) => {
+            ctf_status::Panic
+        }
         SourceError::Index(IndexError::Io { .. }) | SourceError::Load(LoadError::Io { .. }) => {
             ctf_status::IoError
         }
@@ -201,11 +206,17 @@ impl ctf_reader {
             options,
             state: Mutex::new(ReaderState {
                 engine,
-                message: CString::default(),
                 failed: None,
                 ended: false,
             }),
+            message: Mutex::new(CString::default()),
         })
+    }
+
+    /// Keeps `message` as the reader's last failure.
+    fn set_message(&self, message: &str) {
+        let message = c_string(message);
+        *self.message.lock().unwrap_or_else(|e| e.into_inner()) = message;
     }
 
     fn lock(&self) -> MutexGuard<'_, ReaderState> {
@@ -247,14 +258,14 @@ unsafe fn with_reader(
         let mut state = reader.lock();
         let result = body(reader, &mut state);
         if let Err(failure) = &result {
-            state.message = c_string(&failure.message);
+            reader.set_message(&failure.message);
         }
         result
     })
 }
 
 /// Runs a call that only reads the reader's immutable parts, without waiting for a
-/// `ctf_reader_next` in progress (only a failure takes the lock, to keep its message).
+/// `ctf_reader_next` in progress (a failure keeps its message under the message's own lock).
 ///
 /// # Safety
 /// `reader` is NULL or a live reader.
@@ -267,7 +278,7 @@ unsafe fn with_reader_info(
         let reader = unsafe { ctf_reader::from_const(reader, "reader") }?;
         let result = body(reader);
         if let Err(failure) = &result {
-            reader.lock().message = c_string(&failure.message);
+            reader.set_message(&failure.message);
         }
         result
     })
@@ -411,7 +422,11 @@ pub unsafe extern "C" fn ctf_reader_message(reader: *const ctf_reader) -> *const
         match unsafe { ctf_reader::from_const(reader, "reader") } {
             // The CString's buffer does not move when the guard is released; it is replaced
             // (and freed) only by a later failing call, as documented.
-            Ok(reader) => reader.lock().message.as_ptr(),
+            Ok(reader) => reader
+                .message
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ptr(),
             Err(_) => c"".as_ptr(),
         }
     })
@@ -736,5 +751,23 @@ pub unsafe extern "C" fn ctf_reader_scheduled_size(
             *out = schedule.size_for_epoch(epoch);
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunks::LoadError;
+
+    #[test]
+    fn an_engine_thread_that_panicked_is_the_panic_status() {
+        let internal = SourceError::Internal("a packer thread stopped".to_string());
+        assert_eq!(source_status(&internal), ctf_status::Panic);
+        let loader = SourceError::Load(LoadError::Panicked {
+            file: "a.ctf".to_string(),
+        });
+        assert_eq!(source_status(&loader), ctf_status::Panic);
+        let usage = SourceError::Usage("rank 3 is not below 2".to_string());
+        assert_eq!(source_status(&usage), ctf_status::InvalidArgument);
     }
 }

@@ -124,8 +124,8 @@ mod tests {
 
     #[test]
     fn every_status_has_its_name_and_other_numbers_one_of_their_own() {
-        // SAFETY: ctf_status_str returns static NUL-terminated strings.
         let name = |n: c_int| {
+            // SAFETY: ctf_status_str returns static NUL-terminated strings.
             unsafe { CStr::from_ptr(ctf_status_str(n)) }
                 .to_str()
                 .unwrap()

@@ -66,7 +66,8 @@ pub struct IndexingOptions {
     /// Limits of the index's fields (lowered in tests).
     pub limits: IndexLimits,
     /// Threads scanning a file (each read is cut at line feeds into one part per thread);
-    /// the index does not depend on it.
+    /// the index does not depend on it. Between 1 and [`MAX_SCAN_THREADS`]: other numbers
+    /// count as the nearer of the two.
     pub scan_threads: usize,
     /// Bytes per thread per read of the scan ([`SCAN_BLOCK_SIZE`]; lowered in tests).
     pub scan_block_bytes: usize,
@@ -231,7 +232,7 @@ fn build_one(
         scan: SplitScan::new(
             &config.inputs,
             config.skip_sequence_ids,
-            options.scan_threads,
+            options.scan_threads.clamp(1, MAX_SCAN_THREADS),
             options.scan_block_bytes,
             stash,
         ),

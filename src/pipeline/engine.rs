@@ -48,8 +48,8 @@ use crate::pipeline::cache::{ChunkCache, Request};
 use crate::pipeline::part_finder::PartFinder;
 use crate::reader::DiagnosticSink;
 use crate::source::{
-    check_checkpoint, check_partition, limit_end, minibatch_end, Charging, LoadedChunk, ReadLimits,
-    SourceCounters, SourceError,
+    check_checkpoint, check_limits, check_partition, limit_end, minibatch_end, Charging,
+    LoadedChunk, ReadLimits, SourceCounters, SourceError,
 };
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::channel::{bounded, Receiver, Sender};
@@ -62,6 +62,16 @@ use crate::timeline::checkpoint::{fingerprint, Checkpoint};
 use crate::timeline::order::{first_window_chunks, OrderSettings};
 use crate::timeline::schedule::MbSchedule;
 use crate::timeline::{Timeline, TimelineError};
+
+/// Most loader threads, and most packer threads, an engine runs
+/// ([`PipelineOptions::check`]): far more than any machine's cores, and few enough that the
+/// threads' queues, sized from them, fit in memory.
+pub const MAX_THREADS: usize = 1024;
+
+/// Most deliveries a packer queues ahead of the consumer ([`PipelineOptions::prefetch`]):
+/// the queues are allocated whole from it, so it is bounded (a depth beyond a few changes
+/// nothing but the memory held).
+pub const MAX_PREFETCH: usize = 256;
 
 /// How the threaded engine runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,10 +122,37 @@ pub struct PipelineOptions {
     pub pin_packers: bool,
 }
 
+impl PipelineOptions {
+    /// Refuses options no engine can run: more than [`MAX_THREADS`] loader or packer threads,
+    /// or a prefetch depth over [`MAX_PREFETCH`] (0 threads or a depth of 0 count as 1).
+    pub fn check(&self) -> Result<(), SourceError> {
+        for (what, threads) in [
+            ("loader", self.loader_threads),
+            ("packer", self.packer_threads),
+        ] {
+            if threads > MAX_THREADS {
+                return Err(SourceError::Usage(format!(
+                    "{threads} {what} threads: at most {MAX_THREADS} are allowed"
+                )));
+            }
+        }
+        if self.prefetch > MAX_PREFETCH {
+            return Err(SourceError::Usage(format!(
+                "a prefetch depth of {}: at most {MAX_PREFETCH} is allowed",
+                self.prefetch
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Default for PipelineOptions {
-    /// The available cores as loaders and as packers, 2 deliveries ahead.
+    /// The available cores (at most [`MAX_THREADS`]) as loaders and as packers, 2 deliveries
+    /// ahead.
     fn default() -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_THREADS);
         PipelineOptions {
             loader_threads: cores,
             packer_threads: cores,
@@ -585,6 +622,8 @@ impl<T: Element> MinibatchSource<T> {
         sink: DiagnosticSink,
         options: PipelineOptions,
     ) -> Result<Self, SourceError> {
+        options.check()?;
+        check_limits(&limits)?;
         // The scan runs on as many threads as the loaders (the index does not depend on it).
         let indexing = IndexingOptions {
             scan_threads: options
@@ -823,7 +862,7 @@ impl<T: Element> MinibatchSource<T> {
             // route: the planner ended without sending the end, so it panicked).
             packer.turn = packer.turn.or_else(|| packer.routes.recv().ok());
             let Some(output) = packer.turn.and_then(|turn| packer.outputs.get(turn)) else {
-                let error = SourceError::Usage(
+                let error = SourceError::Internal(
                     "the planner thread stopped unexpectedly (it panicked)".to_string(),
                 );
                 packer.fail(&error);
@@ -849,7 +888,7 @@ impl<T: Element> MinibatchSource<T> {
                     return Err(error);
                 }
                 Err(_) => {
-                    let error = SourceError::Usage(
+                    let error = SourceError::Internal(
                         "a packer thread stopped unexpectedly (it panicked)".to_string(),
                     );
                     packer.fail(&error);
@@ -1168,11 +1207,10 @@ fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) {
         let loaded: Loaded<T> = match outcome {
             Ok(Ok(chunk)) => Ok(ChunkArc::new(chunk)),
             Ok(Err(e)) => Err(ChunkArc::new(e)),
-            Err(_) => Err(ChunkArc::new(LoadError::Io {
+            Err(_) => Err(ChunkArc::new(LoadError::Panicked {
                 file: shared.index.files[shared.index.chunk(chunk).file as usize]
                     .name
                     .clone(),
-                error: std::io::Error::other("a loader thread panicked while parsing it"),
             })),
         };
         let bytes = match &loaded {
@@ -1468,7 +1506,7 @@ fn run_packer<T: Element>(
                 // The planner ended without a word: it panicked.
                 let _ = deliver(Output::Failed {
                     charges: Vec::new(),
-                    error: SourceError::Usage(
+                    error: SourceError::Internal(
                         "the planner thread stopped unexpectedly (it panicked)".to_string(),
                     ),
                 });

@@ -123,5 +123,15 @@ fn load_error(error: LoadError) -> ReadError {
                 message: format!("data file changed since it was indexed ({detail})"),
             },
         },
+        LoadError::Panicked { file } => ReadError::Fatal {
+            file,
+            error: FatalDataError {
+                line: 0,
+                col: 0,
+                message: "internal error (a bug in ctf-reader): a loader thread panicked \
+                          while parsing it"
+                    .to_string(),
+            },
+        },
     }
 }

@@ -1,18 +1,21 @@
 /* Exercises every function of the C API, including its error paths: NULL arguments, bad
  * configurations, missing files, malformed data with and without maxErrors, foreign and
  * malformed checkpoints, use after the end of data, DLPack tensors outliving their minibatch,
- * and const calls from a second thread. Run by tests/c_api.rs (also under valgrind).
+ * const calls from a second thread, and failing stream-information calls while a read is held
+ * inside its diagnostic callback. Run by tests/c_api.rs (also under valgrind).
  *
  *   api_test REPO_ROOT SCRATCH_DIR
  *
  * Prints `keys K,...` and `features_sum S` of one unrandomized sweep of examples/pos.ctf for
  * the driver to compare with `ctf dump`, then `N passed, M failed`; exits 1 on a failure.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctf_reader.h"
 
@@ -754,6 +757,81 @@ static void test_threads(void) {
     ctf_config_free(config);
 }
 
+/* The stream information and the reader's message never wait for a ctf_reader_next in
+ * progress, also when they fail (a failure used to take the reader's lock to keep its
+ * message, and so waited for the read). The read is held inside its diagnostic callback
+ * until the other thread's calls have returned, or 10 s have passed. */
+struct held_read {
+    ctf_reader *reader;
+    int inside;
+    int info_done;
+    int waited_out;
+    int failures;
+};
+
+static void sleep_ms(long ms) {
+    struct timespec t;
+    t.tv_sec = ms / 1000;
+    t.tv_nsec = (ms % 1000) * 1000000L;
+    nanosleep(&t, NULL);
+}
+
+static void hold_read(void *user_data, const char *line) {
+    struct held_read *h = (struct held_read *)user_data;
+    int waited = 0;
+    (void)line;
+    if (__atomic_exchange_n(&h->inside, 1, __ATOMIC_ACQ_REL)) return;
+    while (!__atomic_load_n(&h->info_done, __ATOMIC_ACQUIRE) && waited < 10000) {
+        sleep_ms(1);
+        waited++;
+    }
+    if (waited >= 10000) h->waited_out = 1;
+}
+
+static void *ask_while_held(void *arg) {
+    struct held_read *h = (struct held_read *)arg;
+    ctf_stream_info info;
+    size_t index = 7;
+    while (!__atomic_load_n(&h->inside, __ATOMIC_ACQUIRE)) sleep_ms(1);
+    if (ctf_reader_stream_info(h->reader, 0, &info) != CTF_STATUS_OK) h->failures++;
+    if (ctf_reader_stream_info(h->reader, 5, &info) != CTF_STATUS_INVALID_ARGUMENT) h->failures++;
+    if (ctf_reader_find_stream(h->reader, "no such stream", &index) != CTF_STATUS_INVALID_ARGUMENT) h->failures++;
+    if (!contains(ctf_reader_message(h->reader), "no such stream")) h->failures++;
+    __atomic_store_n(&h->info_done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_info_never_waits(void) {
+    ctf_config *config;
+    ctf_minibatch *mb = NULL;
+    struct held_read h;
+    pthread_t thread;
+    FILE *f = fopen(bad_ctf, "w");
+    CHECK(f != NULL);
+    if (f == NULL) return;
+    fputs("1 |x 1 2 3\n2 |x 1 oops 3\n3 |x 4 5 6\n", f);
+    fclose(f);
+    OK(ctf_config_new(&config));
+    OK(ctf_config_add_file(config, bad_ctf));
+    OK(ctf_config_add_input(config, "x", NULL, 3, CTF_STORAGE_DENSE));
+    OK(ctf_config_set_randomize(config, false));
+    OK(ctf_config_set_max_errors(config, 1));
+    OK(ctf_config_set_parse_while_indexing(config, false));
+    memset(&h, 0, sizeof h);
+    OK(ctf_config_set_diagnostic_callback(config, hold_read, &h));
+    h.reader = open_reader(config);
+    CHECK(pthread_create(&thread, NULL, ask_while_held, &h) == 0);
+    while (ctf_reader_next(h.reader, 1, &mb) == CTF_STATUS_OK) ctf_minibatch_free(mb);
+    if (!__atomic_load_n(&h.inside, __ATOMIC_ACQUIRE)) {
+        /* No diagnostic came: release the asking thread and fail. */
+        __atomic_store_n(&h.inside, 1, __ATOMIC_RELEASE);
+    }
+    pthread_join(thread, NULL);
+    CHECK(h.inside && !h.waited_out && h.failures == 0);
+    ctf_reader_free(h.reader);
+    ctf_config_free(config);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: api_test REPO_ROOT SCRATCH_DIR\n");
@@ -772,6 +850,7 @@ int main(int argc, char **argv) {
     test_checkpoints();
     test_options();
     test_threads();
+    test_info_never_waits();
     test_composite_builder();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use ctf_reader::config::ReaderConfigBuilder;
 use ctf_reader::diag::write_stderr_line;
-use ctf_reader::source::PipelineOptions;
+use ctf_reader::source::{PipelineOptions, MAX_PREFETCH, MAX_THREADS};
 use ctf_reader::{InputConfig, Precision, ReaderConfig, StorageFormat};
 
 use crate::Failure;
@@ -78,9 +78,9 @@ pub struct IndexArgs {
     /// The data to index.
     #[command(flatten)]
     pub data: DataArgs,
-    /// Threads scanning each file (default: the available cores, at most 8); the index is
-    /// the same whatever the number.
-    #[arg(long, value_name = "N", value_parser = at_least_one::<usize>)]
+    /// Threads scanning each file (default: the available cores; at most 8 are used); the
+    /// index is the same whatever the number.
+    #[arg(long, value_name = "N", value_parser = thread_count::<usize>)]
     pub threads: Option<usize>,
 }
 
@@ -101,9 +101,9 @@ pub struct ReadArgs {
     /// Stop after this many sweeps.
     #[arg(long, value_name = "K")]
     pub max_sweeps: Option<u64>,
-    /// Epochs of this many samples: minibatches stop at epoch ends, and a schedule advances
-    /// per epoch (without it, per sweep).
-    #[arg(long, value_name = "N")]
+    /// Epochs of this many samples (at least 1): minibatches stop at epoch ends, and a
+    /// schedule advances per epoch (without it, per sweep).
+    #[arg(long, value_name = "N", value_parser = at_least_one::<u64>)]
     pub epoch_size: Option<u64>,
     /// Number of data-parallel workers (`numDataPartitions`).
     #[arg(long, value_name = "K", value_parser = at_least_one::<u32>)]
@@ -120,9 +120,9 @@ pub struct ReadArgs {
     /// The engine's threads.
     #[command(flatten)]
     pub engine: EngineThreads,
-    /// Deliveries of packed minibatches each packer queues ahead of the consumer (default 2;
-    /// a delivery is one minibatch, or several small ones).
-    #[arg(long, value_name = "N", value_parser = at_least_one::<usize>)]
+    /// Deliveries of packed minibatches each packer queues ahead of the consumer (default 2,
+    /// at most 256; a delivery is one minibatch, or several small ones).
+    #[arg(long, value_name = "N", value_parser = prefetch_depth)]
     pub prefetch: Option<usize>,
     /// Most bytes of parsed data kept in memory (chunk cache and queued minibatches);
     /// a number of bytes, or with a suffix K, M or G (powers of 1024).
@@ -161,8 +161,9 @@ pub struct BenchArgs {
 /// The threaded engine's threads, as `ctf read` and `ctf bench` set them.
 #[derive(Args, Debug)]
 pub struct EngineThreads {
-    /// Loader (parser) threads, and packer threads (default: the available cores).
-    #[arg(long, value_name = "N", value_parser = at_least_one::<u32>)]
+    /// Loader (parser) threads, and packer threads (default: the available cores; at most
+    /// 1024).
+    #[arg(long, value_name = "N", value_parser = thread_count::<u32>)]
     pub threads: Option<u32>,
     /// Leave the packer threads where the system puts them (by default each is pinned to a
     /// CPU of its own when they are as many as the CPUs this process may use; see README
@@ -201,12 +202,36 @@ fn byte_count(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("expected a number of bytes such as 500M, got '{text}'"))
 }
 
-/// A count of at least 1 (threads, workers).
+/// A count of at least 1 (workers, sizes).
 fn at_least_one<N: std::str::FromStr + PartialOrd + From<u8>>(text: &str) -> Result<N, String> {
     match text.parse::<N>() {
         Ok(n) if n >= N::from(1) => Ok(n),
         _ => Err(format!("expected a number of at least 1, got '{text}'")),
     }
+}
+
+/// A count from 1 to `max`.
+fn count_up_to<N: std::str::FromStr + TryInto<usize> + Copy>(
+    text: &str,
+    max: usize,
+) -> Result<N, String> {
+    text.parse::<N>()
+        .ok()
+        .and_then(|n| {
+            let count: usize = n.try_into().ok()?;
+            (1..=max).contains(&count).then_some(n)
+        })
+        .ok_or_else(|| format!("expected a number from 1 to {max}, got '{text}'"))
+}
+
+/// A number of threads: 1 to [`MAX_THREADS`].
+fn thread_count<N: std::str::FromStr + TryInto<usize> + Copy>(text: &str) -> Result<N, String> {
+    count_up_to(text, MAX_THREADS)
+}
+
+/// A prefetch depth: 1 to [`MAX_PREFETCH`].
+fn prefetch_depth(text: &str) -> Result<usize, String> {
+    count_up_to(text, MAX_PREFETCH)
 }
 
 fn parse_input(spec: &str) -> Result<InputConfig, String> {

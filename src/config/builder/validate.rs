@@ -5,8 +5,10 @@
 use crate::config::brainscript::Pos;
 use crate::config::{ConfigError, ReaderConfig, StorageFormat};
 
-/// Largest sparse `dim`: sparse indices are 32-bit signed integers.
-const MAX_SPARSE_DIM: usize = 2_147_483_647;
+/// Largest `dim`: sparse indices are 32-bit signed integers, and a dense sample of that dim
+/// already takes 8 GiB (a larger one could not even be sized on some platforms, and a
+/// failed allocation aborts the process).
+const MAX_DIM: usize = 2_147_483_647;
 
 /// Where the parameters of a configuration were written (all `None` for the builder).
 #[derive(Clone, Debug, Default)]
@@ -85,11 +87,15 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
                 format!("parameter 'dim' of input '{name}' must be a positive integer, got 0"),
             ));
         }
-        if input.format == StorageFormat::Sparse && input.dim > MAX_SPARSE_DIM {
+        if input.dim > MAX_DIM {
+            let format = match input.format {
+                StorageFormat::Sparse => "sparse",
+                StorageFormat::Dense => "dense",
+            };
             return Err(origin.error(
                 at.dim.or(at.name),
                 format!(
-                    "parameter 'dim' of sparse input '{name}' must be at most {MAX_SPARSE_DIM}, got {}",
+                    "parameter 'dim' of {format} input '{name}' must be at most {MAX_DIM}, got {}",
                     input.dim
                 ),
             ));
@@ -295,8 +301,12 @@ mod tests {
             msg(vec![InputConfig::dense("x", 0)]).contains("'dim' of input 'x' must be a positive")
         );
         assert!(msg(vec![InputConfig::sparse("s", 2_147_483_648)]).contains("at most 2147483647"));
+        // A dense dim that large is refused too: its samples could not be allocated.
+        assert!(msg(vec![InputConfig::dense("d", 2_147_483_648)])
+            .contains("parameter 'dim' of dense input 'd' must be at most 2147483647"));
+        assert!(msg(vec![InputConfig::dense("d", usize::MAX)]).contains("at most 2147483647"));
         assert!(build(vec![InputConfig::sparse("s", 2_147_483_647)]).is_ok());
-        assert!(build(vec![InputConfig::dense("d", 2_147_483_648)]).is_ok());
+        assert!(build(vec![InputConfig::dense("d", 2_147_483_647)]).is_ok());
         assert!(msg(vec![InputConfig::dense("x", 1).with_alias("")])
             .contains("'alias' of input 'x' must not be empty"));
         assert!(msg(vec![InputConfig::dense("", 1)]).contains("empty name"));
