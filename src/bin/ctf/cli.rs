@@ -64,7 +64,8 @@ pub struct DataArgs {
     /// Number of invalid sequences to skip before failing (`dump`, `stats`).
     #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
-    /// Treat every line as its own sequence.
+    /// Treat every line as its own sequence, in every deserializer of a composite reader
+    /// (`skipSequenceIds = true` everywhere).
     #[arg(long)]
     pub skip_sequence_ids: bool,
     /// 0: errors only; 1: warnings too; 2: everything.
@@ -281,6 +282,14 @@ impl DataArgs {
                 if !self.inputs.is_empty() {
                     config.inputs = self.inputs.clone();
                 }
+                if self.skip_sequence_ids {
+                    // The flag is about the data, not one file: every deserializer reads
+                    // lines as sequences (the builder's setter only reaches the last one).
+                    config.skip_sequence_ids = true;
+                    for joined in &mut config.joined {
+                        joined.skip_sequence_ids = true;
+                    }
+                }
                 ReaderConfigBuilder::from_config(config)
             }
             None if self.section.is_some() => {
@@ -295,16 +304,14 @@ impl DataArgs {
             }
             None => ReaderConfig::builder()
                 .files(self.files.iter().cloned())
-                .inputs(self.inputs.iter().cloned()),
+                .inputs(self.inputs.iter().cloned())
+                .skip_sequence_ids(self.skip_sequence_ids),
         };
         if let Some(p) = self.precision {
             builder = builder.precision(p);
         }
         if let Some(m) = self.max_errors {
             builder = builder.max_errors(m);
-        }
-        if self.skip_sequence_ids {
-            builder = builder.skip_sequence_ids(true);
         }
         if let Some(t) = self.trace_level {
             builder = builder.trace_level(t);
