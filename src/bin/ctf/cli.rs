@@ -106,10 +106,12 @@ pub struct ReadArgs {
     /// per epoch (without it, per sweep).
     #[arg(long, value_name = "N")]
     pub epoch_size: Option<u64>,
-    /// Number of data-parallel workers (`numDataPartitions`).
+    /// Number of data-parallel workers, replacing the configuration's `numDataPartitions`
+    /// (default 1); the rank stays the configuration's unless `--rank` is given too.
     #[arg(long, value_name = "K", value_parser = at_least_one::<u32>)]
     pub workers: Option<u32>,
-    /// This worker's 0-based rank (`partitionIndex`), below `--workers`.
+    /// This worker's 0-based rank, replacing the configuration's `partitionIndex` (default
+    /// 0); below the number of workers, `--workers` or the configuration's.
     #[arg(long, value_name = "R")]
     pub rank: Option<u32>,
     /// Resume right after the minibatch whose `checkpoint` token this is.
