@@ -352,6 +352,35 @@ fn restore_continues_exactly_where_the_token_was_taken() {
     }
 }
 
+/// `--restore` takes the token's 40 hex digits in either case, and nothing else: a `+` in a
+/// digit pair (which `u8::from_str_radix` would read, `+0` as `00`) is refused, not read as
+/// the checkpoint it imitates.
+#[test]
+fn restore_takes_hex_digits_of_either_case_and_nothing_else() {
+    let (dir, _) = setup(30);
+    let d = dir.path();
+    let full = read(d, &["--mb-size", "16"]);
+    let token = &full[1].checkpoint;
+    let restored = |token: &str| read(d, &["--mb-size", "16", "--restore", token]);
+    let rest = restored(token);
+    assert_eq!(rest.len(), full.len() - 2);
+    assert_eq!(restored(&token.to_ascii_uppercase()), rest);
+    // The position's high bytes are zero: a `00` pair after the 4-byte header.
+    let at = (4..12)
+        .map(|pair| 2 * pair)
+        .rfind(|&at| &token[at..at + 2] == "00")
+        .expect("a zero byte in the position");
+    let forged = format!("{}+0{}", &token[..at], &token[at + 2..]);
+    assert_eq!(forged.len(), 40);
+    let r = run_expect(
+        &["read", "r.cntk", "--mb-size", "16", "--restore", &forged],
+        Some(d),
+        2,
+    );
+    assert_eq!(r.stdout, "");
+    assert!(r.stderr.contains("hexadecimal"), "{}", r.stderr);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4. --max-samples
 // ---------------------------------------------------------------------------------------------

@@ -114,7 +114,8 @@ pub struct ReadArgs {
     /// 0); below the number of workers, `--workers` or the configuration's.
     #[arg(long, value_name = "R")]
     pub rank: Option<u32>,
-    /// Resume right after the minibatch whose `checkpoint` token this is.
+    /// Resume right after the minibatch whose `checkpoint` token this is (40 hexadecimal
+    /// digits, either case).
     #[arg(long, value_name = "TOKEN")]
     pub restore: Option<String>,
     /// Print one JSON object per minibatch on stdout.
