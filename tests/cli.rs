@@ -1472,3 +1472,50 @@ fn file_and_input_overrides_of_a_composite_reader() {
         r.stderr
     );
 }
+
+/// `--skip-sequence-ids` makes every line a sequence in every deserializer of a composite
+/// reader, not only in the last one: the files then join line by line.
+#[test]
+fn skip_sequence_ids_applies_to_every_deserializer_of_a_composite_reader() {
+    let dir = TempDir::new().unwrap();
+    let dir = dir.path();
+    write(dir, "feat.ctf", "1 |f 1 2\n2 |f 3 4\n3 |f 5 6\n");
+    write(dir, "lab.ctf", "2 |l 1\n1 |l 0\n4 |l 1\n");
+    write(
+        dir,
+        "comp.cntk",
+        r#"reader = {
+            randomize = false ; maxErrors = 5
+            deserializers = ({
+                type = "CNTKTextFormatDeserializer" ; file = "feat.ctf"
+                input = { features = { dim = 2 ; format = "dense" ; alias = "f" } }
+            } : {
+                type = "CNTKTextFormatDeserializer" ; file = "lab.ctf"
+                input = { labels = { dim = 1 ; format = "dense" ; alias = "l" } }
+            })
+        }"#,
+    );
+    // By id: key 3 has no label (an invalid sequence, within maxErrors).
+    let r = run_expect(&["dump", "comp.cntk", "--trace-level", "0"], Some(dir), 0);
+    assert_eq!(
+        r.stdout,
+        "{\"key\":1,\"inputs\":{\"features\":[[1,2]],\"labels\":[[0]]}}\n\
+         {\"key\":2,\"inputs\":{\"features\":[[3,4]],\"labels\":[[1]]}}\n"
+    );
+    // By line, in both files.
+    let r = run_expect(&["dump", "comp.cntk", "--skip-sequence-ids"], Some(dir), 0);
+    assert_eq!(
+        r.stdout,
+        "{\"key\":0,\"inputs\":{\"features\":[[1,2]],\"labels\":[[1]]}}\n\
+         {\"key\":1,\"inputs\":{\"features\":[[3,4]],\"labels\":[[0]]}}\n\
+         {\"key\":2,\"inputs\":{\"features\":[[5,6]],\"labels\":[[1]]}}\n"
+    );
+    assert!(diags(&r.stderr, "error").is_empty(), "{}", r.stderr);
+    // Every subcommand reads the same configuration: `validate` agrees.
+    let r = run_expect(
+        &["validate", "comp.cntk", "--skip-sequence-ids"],
+        Some(dir),
+        0,
+    );
+    assert_eq!(summary_n(&r.stdout, "errors"), 0, "{}", r.stdout);
+}

@@ -532,6 +532,66 @@ fn stats_prints_values_in_their_own_precision_and_dashes_when_there_are_none() {
     );
 }
 
+/// The `mean` of `ctf stats`' line for input `name`.
+fn stats_mean(stdout: &str, name: &str) -> String {
+    let prefix = format!("input {name}: ");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix} line in {stdout}"));
+    let (_, mean) = line
+        .split_once(", mean ")
+        .unwrap_or_else(|| panic!("no mean in {line}"));
+    mean.to_string()
+}
+
+/// Finite values have a finite mean even when their sum overflows a double: printed in
+/// exponent form from 1e15 on, within the values' range, and accurate.
+#[test]
+fn stats_mean_of_values_whose_sum_overflows_is_finite() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let stats = |data: &str, precision: &str| {
+        write(d, "big.ctf", data);
+        let r = run_expect(
+            &[
+                "stats",
+                "--file",
+                "big.ctf",
+                "--input",
+                "x:2:dense",
+                "--precision",
+                precision,
+            ],
+            Some(d),
+            0,
+        );
+        stats_mean(&r.stdout, "x")
+    };
+    // The report's case: two values whose sum is beyond f64::MAX.
+    assert_eq!(stats("|x 1.7e308 1.7e308\n", "double"), "1.7e308");
+    // The largest double: the mean stays within the values' range, never rounding past it.
+    let max = "1.7976931348623157e308";
+    assert_eq!(
+        stats(&format!("|x {max} {max}\n|x {max} {max}\n"), "double"),
+        max
+    );
+    // The sum overflows on the way and comes back: the mean is still right, (1.7 + 1.7 -
+    // 1.7 - 1.5) / 4 e308 = 5e306 up to rounding.
+    let mean: f64 = stats("|x 1.7e308 1.7e308\n|x -1.7e308 -1.5e308\n", "double")
+        .parse()
+        .unwrap();
+    assert!((mean / 5e306 - 1.0).abs() < 1e-12, "{mean}");
+    // Negative: the same in the other direction.
+    assert_eq!(stats("|x -1.7e308 -1.7e308\n", "double"), "-1.7e308");
+    // Large floats do not overflow a double sum; the mean is printed in the values' own
+    // precision.
+    assert_eq!(stats("|x 3e38 3e38\n", "float"), "3e38");
+    // Below 1e15, three decimals as before.
+    assert_eq!(stats("|x 1e14 3e14\n", "double"), "200000000000000.000");
+    assert_eq!(stats("|x 1e15 3e15\n", "double"), "2e15");
+}
+
 /// Sequences 1..=7 of one dense input; 2 and 4 are invalid (col 6 is the bad value); line 8
 /// holds a short sample (zero-padded, a warning).
 const TWO_BAD: &str = "1 |a 1 1\n2 |a x 1\n3 |a 3 3\n4 |a 1 y\n5 |a 5 5\n6 |a 6 6\n7 |a 7\n";

@@ -352,6 +352,35 @@ fn restore_continues_exactly_where_the_token_was_taken() {
     }
 }
 
+/// `--restore` takes the token's 40 hex digits in either case, and nothing else: a `+` in a
+/// digit pair (which `u8::from_str_radix` would read, `+0` as `00`) is refused, not read as
+/// the checkpoint it imitates.
+#[test]
+fn restore_takes_hex_digits_of_either_case_and_nothing_else() {
+    let (dir, _) = setup(30);
+    let d = dir.path();
+    let full = read(d, &["--mb-size", "16"]);
+    let token = &full[1].checkpoint;
+    let restored = |token: &str| read(d, &["--mb-size", "16", "--restore", token]);
+    let rest = restored(token);
+    assert_eq!(rest.len(), full.len() - 2);
+    assert_eq!(restored(&token.to_ascii_uppercase()), rest);
+    // The position's high bytes are zero: a `00` pair after the 4-byte header.
+    let at = (4..12)
+        .map(|pair| 2 * pair)
+        .rfind(|&at| &token[at..at + 2] == "00")
+        .expect("a zero byte in the position");
+    let forged = format!("{}+0{}", &token[..at], &token[at + 2..]);
+    assert_eq!(forged.len(), 40);
+    let r = run_expect(
+        &["read", "r.cntk", "--mb-size", "16", "--restore", &forged],
+        Some(d),
+        2,
+    );
+    assert_eq!(r.stdout, "");
+    assert!(r.stderr.contains("hexadecimal"), "{}", r.stderr);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4. --max-samples
 // ---------------------------------------------------------------------------------------------
@@ -470,11 +499,72 @@ fn ranks_partition_every_global_minibatch() {
         2,
     );
     assert_eq!(r.stdout, "");
-    // A rank without --workers means one worker: rank 1 is out of range.
+    // A rank without --workers keeps the configuration's numDataPartitions, here the
+    // default 1: rank 1 is out of range.
     run_expect(
         &[&["read", "r.cntk"][..], &base, &["--rank", "1"]].concat(),
         Some(d),
         2,
+    );
+}
+
+/// `--workers` and `--rank` each replace only their own key: the other one comes from the
+/// configuration (`numDataPartitions`, `partitionIndex`), and only without it from the
+/// defaults (1 worker, rank 0).
+#[test]
+fn workers_and_rank_given_alone_keep_the_other_key_of_the_configuration() {
+    let (dir, _) = setup(60);
+    let d = dir.path();
+    write(
+        d,
+        "rank1of2.cntk",
+        config_text(1, "; numDataPartitions = 2 ; partitionIndex = 1"),
+    );
+    let base = ["--mb-size", "24", "--max-sweeps", "2"];
+    let rank = |r: &str, k: &str| read(d, &[&base[..], &["--workers", k, "--rank", r]].concat());
+    let (rank0, rank1) = (rank("0", "2"), rank("1", "2"));
+    assert_ne!(all_keys(&rank0), all_keys(&rank1));
+    // The configuration alone, and each flag alone with the configuration's value of the
+    // other: rank 1 of 2.
+    for args in [&[][..], &["--workers", "2"], &["--rank", "1"]] {
+        let lines = read_with(d, "rank1of2.cntk", &[&base[..], args].concat());
+        assert_eq!(lines, rank1, "{args:?}");
+    }
+    // `--rank 0` alone: rank 0 of the configuration's 2 workers.
+    let lines = read_with(d, "rank1of2.cntk", &[&base[..], &["--rank", "0"]].concat());
+    assert_eq!(lines, rank0);
+    // `--workers 3` alone keeps partitionIndex 1: rank 1 of 3, not of 2.
+    let lines = read_with(
+        d,
+        "rank1of2.cntk",
+        &[&base[..], &["--workers", "3"]].concat(),
+    );
+    assert_eq!(lines, rank("1", "3"));
+    assert_ne!(lines, rank1);
+    // `--workers 1` alone leaves partitionIndex 1 out of range: exit 2, naming both sources.
+    let r = run_expect(
+        &[&["read", "rank1of2.cntk"][..], &base, &["--workers", "1"]].concat(),
+        Some(d),
+        2,
+    );
+    assert_eq!(r.stdout, "");
+    assert!(
+        r.stderr.contains("rank 1 (partitionIndex of rank1of2.cntk")
+            && r.stderr.contains("1 (--workers)"),
+        "{}",
+        r.stderr
+    );
+    // `--rank 2` alone against the configuration's 2 workers.
+    let r = run_expect(
+        &[&["read", "rank1of2.cntk"][..], &base, &["--rank", "2"]].concat(),
+        Some(d),
+        2,
+    );
+    assert!(
+        r.stderr.contains("rank 2 (--rank)")
+            && r.stderr.contains("2 (numDataPartitions of rank1of2.cntk"),
+        "{}",
+        r.stderr
     );
 }
 

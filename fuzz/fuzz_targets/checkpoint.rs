@@ -1,6 +1,7 @@
 //! The checkpoint decoder on arbitrary bytes and tokens: `Checkpoint::from_bytes` and
 //! `from_token` either refuse or give a checkpoint that encodes back to the same bytes (and
-//! token); never a panic.
+//! token); never a panic. A token is accepted only as its hex digits (either case, with
+//! surrounding whitespace): it reads back to the same lowercase token.
 
 #![no_main]
 
@@ -16,5 +17,6 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(c) = Checkpoint::from_token(&text) {
         assert_eq!(Checkpoint::from_bytes(&c.to_bytes()).unwrap(), c);
         assert!(!c.to_token().starts_with('-'));
+        assert_eq!(c.to_token(), text.trim().to_ascii_lowercase());
     }
 });

@@ -9,7 +9,8 @@
 //!
 //! Bytes (20, little-endian): `CTF` and a format version byte (1), the position (u64), the
 //! fingerprint (u64). The printable token is the same bytes in lowercase hex (40 characters,
-//! starting with `435446`, so never with `-`).
+//! starting with `435446`, so never with `-`); reading one also accepts uppercase digits and
+//! surrounding whitespace, and nothing else.
 
 use std::fmt;
 
@@ -100,21 +101,35 @@ impl Checkpoint {
         self.to_bytes().iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// Reads a checkpoint from its token.
+    /// Reads a checkpoint from its token: exactly 40 hexadecimal digits (`0-9`, `a-f` or
+    /// `A-F`; no sign, no `0x`), with surrounding whitespace ignored.
     pub fn from_token(token: &str) -> Result<Self, CheckpointError> {
-        let token = token.trim();
-        if token.len() != 2 * CHECKPOINT_LEN || !token.is_ascii() {
+        let token = token.trim().as_bytes();
+        if token.len() != 2 * CHECKPOINT_LEN {
             return Err(error(format!(
                 "a checkpoint token is {} hexadecimal digits",
                 2 * CHECKPOINT_LEN
             )));
         }
         let mut bytes = [0u8; CHECKPOINT_LEN];
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&token[2 * i..2 * i + 2], 16)
-                .map_err(|_| error("a checkpoint token holds only hexadecimal digits"))?;
+        for (byte, pair) in bytes.iter_mut().zip(token.chunks_exact(2)) {
+            match (hex_digit(pair[0]), hex_digit(pair[1])) {
+                (Some(high), Some(low)) => *byte = high << 4 | low,
+                _ => return Err(error("a checkpoint token holds only hexadecimal digits")),
+            }
         }
         Self::from_bytes(&bytes)
+    }
+}
+
+/// The value of one hexadecimal digit (either case), or `None` for any other byte. Unlike
+/// `u8::from_str_radix`, which takes a leading `+`, nothing but the 22 digits passes.
+fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
     }
 }
 
@@ -202,5 +217,34 @@ mod tests {
         let bad_digit = format!("{}g", &token[..39]);
         assert!(Checkpoint::from_token(&bad_digit).is_err());
         assert!(Checkpoint::from_token(&format!("{}é", &token[..38])).is_err());
+    }
+
+    #[test]
+    fn tokens_take_hex_digits_of_either_case_and_nothing_else() {
+        let c = Checkpoint {
+            position: 0x0123_4567_89ab_cdef,
+            fingerprint: 0xfedc_ba98_7654_3210,
+        };
+        let token = c.to_token();
+        assert_eq!(token, token.to_ascii_lowercase());
+        assert_eq!(Checkpoint::from_token(&token.to_ascii_uppercase()), Ok(c));
+        assert_eq!(Checkpoint::from_token(&format!(" {token}\n")), Ok(c));
+        // A pair `+1` would read as 0x01 through `u8::from_str_radix`; `-1`, `0x` and
+        // spaces inside are refused as well, at every pair.
+        for pair in 0..CHECKPOINT_LEN {
+            let at = 2 * pair;
+            let digit = &token[at + 1..at + 2];
+            for bad in [
+                format!("+{digit}"),
+                format!("-{digit}"),
+                format!(" {digit}"),
+            ] {
+                let forged = format!("{}{bad}{}", &token[..at], &token[at + 2..]);
+                let e = Checkpoint::from_token(&forged).unwrap_err();
+                assert!(e.to_string().contains("hexadecimal"), "{forged}: {e}");
+            }
+            let forged = format!("{}0x{}", &token[..at], &token[at + 2..]);
+            assert!(Checkpoint::from_token(&forged).is_err(), "{forged}");
+        }
     }
 }

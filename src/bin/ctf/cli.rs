@@ -64,7 +64,8 @@ pub struct DataArgs {
     /// Number of invalid sequences to skip before failing (`dump`, `stats`).
     #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
-    /// Treat every line as its own sequence.
+    /// Treat every line as its own sequence, in every deserializer of a composite reader
+    /// (`skipSequenceIds = true` everywhere).
     #[arg(long)]
     pub skip_sequence_ids: bool,
     /// 0: errors only; 1: warnings too; 2: everything.
@@ -105,13 +106,16 @@ pub struct ReadArgs {
     /// schedule advances per epoch (without it, per sweep).
     #[arg(long, value_name = "N", value_parser = at_least_one::<u64>)]
     pub epoch_size: Option<u64>,
-    /// Number of data-parallel workers (`numDataPartitions`).
+    /// Number of data-parallel workers, replacing the configuration's `numDataPartitions`
+    /// (default 1); the rank stays the configuration's unless `--rank` is given too.
     #[arg(long, value_name = "K", value_parser = at_least_one::<u32>)]
     pub workers: Option<u32>,
-    /// This worker's 0-based rank (`partitionIndex`), below `--workers`.
+    /// This worker's 0-based rank, replacing the configuration's `partitionIndex` (default
+    /// 0); below the number of workers, `--workers` or the configuration's.
     #[arg(long, value_name = "R")]
     pub rank: Option<u32>,
-    /// Resume right after the minibatch whose `checkpoint` token this is.
+    /// Resume right after the minibatch whose `checkpoint` token this is (40 hexadecimal
+    /// digits, either case).
     #[arg(long, value_name = "TOKEN")]
     pub restore: Option<String>,
     /// Print one JSON object per minibatch on stdout.
@@ -306,6 +310,14 @@ impl DataArgs {
                 if !self.inputs.is_empty() {
                     config.inputs = self.inputs.clone();
                 }
+                if self.skip_sequence_ids {
+                    // The flag is about the data, not one file: every deserializer reads
+                    // lines as sequences (the builder's setter only reaches the last one).
+                    config.skip_sequence_ids = true;
+                    for joined in &mut config.joined {
+                        joined.skip_sequence_ids = true;
+                    }
+                }
                 ReaderConfigBuilder::from_config(config)
             }
             None if self.section.is_some() => {
@@ -320,16 +332,14 @@ impl DataArgs {
             }
             None => ReaderConfig::builder()
                 .files(self.files.iter().cloned())
-                .inputs(self.inputs.iter().cloned()),
+                .inputs(self.inputs.iter().cloned())
+                .skip_sequence_ids(self.skip_sequence_ids),
         };
         if let Some(p) = self.precision {
             builder = builder.precision(p);
         }
         if let Some(m) = self.max_errors {
             builder = builder.max_errors(m);
-        }
-        if self.skip_sequence_ids {
-            builder = builder.skip_sequence_ids(true);
         }
         if let Some(t) = self.trace_level {
             builder = builder.trace_level(t);

@@ -176,12 +176,23 @@ impl Lengths {
     }
 }
 
+/// 2^-64: [`InputTotals::scaled_sum`] adds values times this, exactly (a power of two; only
+/// values below 2^-958 in magnitude lose bits, which cannot matter once the plain sum has
+/// overflowed).
+const SCALE_DOWN: f64 = 1.0 / SCALE_UP;
+/// 2^64, undoing [`SCALE_DOWN`].
+const SCALE_UP: f64 = (1u128 << 64) as f64;
+
 /// What one input's samples in valid sequences add up to.
 struct InputTotals<T> {
     samples: u64,
     /// Dense: values; sparse: stored values (nnz).
     values: u64,
+    /// The sum of the dense values, the mean's numerator while it is finite.
     sum: f64,
+    /// The sum of the dense values times 2^-64, for the mean when `sum` overflows (finite
+    /// double values near `f64::MAX`): it stays finite for any count below 2^64.
+    scaled_sum: f64,
     min: Option<T>,
     max: Option<T>,
 }
@@ -192,6 +203,7 @@ impl<T> Default for InputTotals<T> {
             samples: 0,
             values: 0,
             sum: 0.0,
+            scaled_sum: 0.0,
             min: None,
             max: None,
         }
@@ -208,7 +220,10 @@ impl<T: Element> InputTotals<T> {
                 let values = column.values();
                 let end = (samples * column.dim).min(values.len());
                 for v in values.iter().take(end) {
+                    // Two independent additions: the second costs next to nothing beside
+                    // the first and the comparisons.
                     self.sum += v.to_f64();
+                    self.scaled_sum += v.to_f64() * SCALE_DOWN;
                     self.min = Some(match self.min {
                         Some(m) if m <= v => m,
                         _ => v,
@@ -228,16 +243,31 @@ impl<T: Element> InputTotals<T> {
         }
     }
 
+    /// The mean of the dense values, given their `min` and `max` (at least one value): the
+    /// plain sum over the count while the sum is finite, else the scaled sum's, so finite
+    /// values always have a finite mean. It is kept within `[min, max]`, where the exact
+    /// mean lies, should rounding push it out (all values `f64::MAX`, say); `max` and `min`
+    /// rather than `clamp`, which panics on bounds it does not like.
+    fn mean(&self, min: T, max: T) -> f64 {
+        let count = self.values as f64;
+        let mean = if self.sum.is_finite() {
+            self.sum / count
+        } else {
+            self.scaled_sum / count * SCALE_UP
+        };
+        mean.max(min.to_f64()).min(max.to_f64())
+    }
+
     /// The `input NAME: ...` line.
     fn describe(&self, input: &InputConfig) -> String {
         match input.format {
             StorageFormat::Dense => {
                 let range = match (self.min, self.max) {
                     (Some(min), Some(max)) if self.values > 0 => format!(
-                        "min {}, max {}, mean {:.3}",
+                        "min {}, max {}, mean {}",
                         shortest(min),
                         shortest(max),
-                        self.sum / self.values as f64
+                        format_mean::<T>(self.mean(min, max))
                     ),
                     _ => "min -, max -, mean -".to_string(),
                 };
@@ -255,6 +285,21 @@ impl<T: Element> InputTotals<T> {
                 )
             }
         }
+    }
+}
+
+/// A mean as printed: 3 decimals, or from 10^15 on in magnitude (where that would print
+/// up to 309 digits before the point) the shortest exponent form that reads back as the same
+/// value in the data's precision, such as `1.7e308` (the mean rounded to a float for float
+/// data, like its min and max).
+fn format_mean<T: Element>(mean: f64) -> String {
+    if mean.abs() < 1e15 {
+        format!("{mean:.3}")
+    } else if T::NAME == <f32 as Element>::NAME {
+        // Within the values' range, so within f32's: `as` rounds to the nearest float.
+        format!("{:e}", mean as f32)
+    } else {
+        format!("{mean:e}")
     }
 }
 
