@@ -935,5 +935,8 @@ fn threads_option_gives_the_same_summary_and_rejects_zero() {
     let four = run_expect(&args("4"), None, 0);
     assert_eq!(counts(&one), counts(&four));
     let zero = run_expect(&args("0"), None, 2);
-    assert!(zero.stderr.contains("at least 1"), "{zero:?}");
+    assert!(zero.stderr.contains("from 1 to 1024"), "{zero:?}");
+    // Past the engine's bound, an error too (it panicked on a buffer size before).
+    let huge = run_expect(&args("18446744073709551615"), None, 2);
+    assert!(huge.stderr.contains("from 1 to 1024"), "{huge:?}");
 }
