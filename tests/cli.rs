@@ -549,6 +549,38 @@ fn dump_input_alias_and_empty_sparse_samples() {
     );
 }
 
+#[test]
+fn sparse_indices_with_leading_zeros_are_their_value() {
+    // Leading zeros never count towards an overflow (SPEC §7.2): 20 digits here.
+    let dir = TempDir::new().unwrap();
+    let data = write(dir.path(), "z.ctf", "|s 00000000000000000001:1.5 3:2\n");
+    let r = run_expect(
+        &["dump", "--file", s(&data), "--input", "s:5:sparse"],
+        None,
+        0,
+    );
+    assert_eq!(
+        r.stdout,
+        "{\"key\":0,\"inputs\":{\"s\":[{\"indices\":[1,3],\"values\":[1.5,2]}]}}\n"
+    );
+    // A real overflow is out of range, shown as written.
+    let data = write(dir.path(), "o.ctf", "|s 99999999999999999999:1\n");
+    let r = run_expect(
+        &["validate", "--file", s(&data), "--input", "s:5:sparse"],
+        None,
+        1,
+    );
+    let errors = diags(&r.stderr, "error");
+    assert_eq!(errors.len(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("sparse index 99999999999999999999 is out of range (dim 5)"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!((errors[0].line, errors[0].col), (1, 4));
+}
+
 // ---------------------------------------------------------------------------------------------
 // validate: diagnostics and summary
 // ---------------------------------------------------------------------------------------------
