@@ -581,6 +581,33 @@ fn sparse_indices_with_leading_zeros_are_their_value() {
     assert_eq!((errors[0].line, errors[0].col), (1, 4));
 }
 
+#[test]
+fn numbers_of_any_length_are_correctly_rounded() {
+    // A token of 100 KB whose digits offset its exponent (SPEC §1, §7.2).
+    let dir = TempDir::new().unwrap();
+    let token = format!("1{}e-100001", "0".repeat(100_001));
+    let data = write(dir.path(), "e.ctf", format!("|a {token}\n"));
+    for precision in ["double", "float"] {
+        let r = run_expect(
+            &[
+                "dump",
+                "--file",
+                s(&data),
+                "--input",
+                "a:1:dense",
+                "--precision",
+                precision,
+            ],
+            None,
+            0,
+        );
+        assert_eq!(
+            r.stdout, "{\"key\":0,\"inputs\":{\"a\":[[1]]}}\n",
+            "{precision}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // validate: diagnostics and summary
 // ---------------------------------------------------------------------------------------------
