@@ -491,6 +491,40 @@ fn dump_sequence_ids_and_skip_sequence_ids() {
 }
 
 #[test]
+fn whitespace_before_the_first_id_keeps_id_mode() {
+    // CNTK skips the whitespace before a file's first id (CNTK-BEHAVIOUR §3.1, §4.1).
+    let dir = TempDir::new().unwrap();
+    let want = "{\"key\":5,\"inputs\":{\"a\":[[1],[2]]}}\n{\"key\":6,\"inputs\":{\"a\":[[3]]}}\n";
+    for (name, lead) in [("spaces", "  "), ("tab", "\t"), ("blank", "\n \r\n \t")] {
+        let data = write(
+            dir.path(),
+            &format!("{name}.ctf"),
+            format!("{lead}5 |a 1\n5 |a 2\n6 |a 3\n"),
+        );
+        let args = ["--file", s(&data), "--input", "a:1:dense"];
+        let r = run_expect(&[&["dump"], &args[..]].concat(), None, 0);
+        assert_eq!(r.stdout, want, "{name}");
+        let r = run_expect(&[&["validate"], &args[..]].concat(), None, 0);
+        assert_eq!(r.stderr, "", "{name}");
+        assert_eq!(
+            summary(&r.stdout, "sequences"),
+            "2 valid, 0 invalid",
+            "{name}"
+        );
+    }
+    // An error on that line is at its column counted from the line's first byte.
+    let data = write(dir.path(), "bad.ctf", "  5 |a x\n6 |a 3\n");
+    let r = run_expect(
+        &["validate", "--file", s(&data), "--input", "a:1:dense"],
+        None,
+        1,
+    );
+    let errors = diags(&r.stderr, "error");
+    assert_eq!(errors.len(), 1, "{}", r.stderr);
+    assert_eq!((errors[0].line, errors[0].col), (1, 8), "{}", r.stderr);
+}
+
+#[test]
 fn dump_input_alias_and_empty_sparse_samples() {
     let dir = TempDir::new().unwrap();
     let data = write(dir.path(), "d.ctf", "1 |L 3:1 1:2 |F 1 2\n1 |F 3 4 |L\n");
@@ -513,6 +547,65 @@ fn dump_input_alias_and_empty_sparse_samples() {
          {\"indices\":[],\"values\":[]}],\"features\":[[1,2],[3,4]]}}\n"
             .replace(' ', "")
     );
+}
+
+#[test]
+fn sparse_indices_with_leading_zeros_are_their_value() {
+    // Leading zeros never count towards an overflow (SPEC §7.2): 20 digits here.
+    let dir = TempDir::new().unwrap();
+    let data = write(dir.path(), "z.ctf", "|s 00000000000000000001:1.5 3:2\n");
+    let r = run_expect(
+        &["dump", "--file", s(&data), "--input", "s:5:sparse"],
+        None,
+        0,
+    );
+    assert_eq!(
+        r.stdout,
+        "{\"key\":0,\"inputs\":{\"s\":[{\"indices\":[1,3],\"values\":[1.5,2]}]}}\n"
+    );
+    // A real overflow is out of range, shown as written.
+    let data = write(dir.path(), "o.ctf", "|s 99999999999999999999:1\n");
+    let r = run_expect(
+        &["validate", "--file", s(&data), "--input", "s:5:sparse"],
+        None,
+        1,
+    );
+    let errors = diags(&r.stderr, "error");
+    assert_eq!(errors.len(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("sparse index 99999999999999999999 is out of range (dim 5)"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!((errors[0].line, errors[0].col), (1, 4));
+}
+
+#[test]
+fn numbers_of_any_length_are_correctly_rounded() {
+    // A token of 100 KB whose digits offset its exponent (SPEC §1, §7.2).
+    let dir = TempDir::new().unwrap();
+    let token = format!("1{}e-100001", "0".repeat(100_001));
+    let data = write(dir.path(), "e.ctf", format!("|a {token}\n"));
+    for precision in ["double", "float"] {
+        let r = run_expect(
+            &[
+                "dump",
+                "--file",
+                s(&data),
+                "--input",
+                "a:1:dense",
+                "--precision",
+                precision,
+            ],
+            None,
+            0,
+        );
+        assert_eq!(
+            r.stdout, "{\"key\":0,\"inputs\":{\"a\":[[1]]}}\n",
+            "{precision}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -516,10 +516,18 @@ impl Scanner {
                             pos += 1;
                             self.end_line(base + pos as u64);
                         }
-                        Some(_) => {
-                            // The first byte was whitespace, so this is not an id.
-                            self.decide(KeyMode::Lines);
-                            self.state = State::Lead;
+                        Some(&b) => {
+                            // As CNTK, the whitespace before the first content is skipped: a
+                            // digit after it starts an id (the parser's `open_line` skips it
+                            // too), anything else means line mode. The line still starts at
+                            // its first byte.
+                            if b.is_ascii_digit() && !self.skip_sequence_ids {
+                                self.decide(KeyMode::Ids);
+                                self.state = State::Id;
+                            } else {
+                                self.decide(KeyMode::Lines);
+                                self.state = State::Lead;
+                            }
                         }
                     }
                 }
@@ -996,6 +1004,30 @@ mod tests {
     fn id_mode_runs_include_idless_lines_and_count_sample_lines() {
         let text = "7 |a 1 2\n|b 1:1\n\n|# note\n8 |a 3 4 |b\n8 |a 5 6\n";
         assert_eq!(spans(text), [(7, 0, 25, 1, 2), (8, 25, 46, 5, 2)]);
+    }
+
+    #[test]
+    fn whitespace_before_the_first_id_keeps_id_mode() {
+        // CNTK skips the whitespace before a file's first id; the run still starts at the
+        // line's first byte (where the parser starts it too).
+        assert_eq!(
+            spans("  5 |a 1 2\n5 |a 3 4\n6 |a 5 6\n"),
+            [(5, 0, 20, 1, 2), (6, 20, 29, 3, 1)]
+        );
+        assert_eq!(
+            spans("\n \r\n\t5 |a 1 2\n6 |a 5 6\n"),
+            [(5, 4, 14, 3, 1), (6, 14, 23, 4, 1)]
+        );
+        let (_, summary) = scan_pieces(b"\t7 |a 1 2\n", 1, &inputs(), false).unwrap();
+        assert_eq!(summary.mode, KeyMode::Ids);
+        // Only the first id: a later line with whitespace before digits continues the run.
+        assert_eq!(spans("  5 |a 1 2\n  6 |a 3 4\n"), [(5, 0, 22, 1, 2)]);
+        // Whitespace then anything but a digit, or ids skipped: line mode.
+        let (_, summary) = scan_pieces(b"  |a 1 2\n5 |a 1 2\n", 1, &inputs(), false).unwrap();
+        assert_eq!(summary.mode, KeyMode::Lines);
+        let (seqs, summary) = scan_pieces(b"  5 |a 1 2\n", 1, &inputs(), true).unwrap();
+        assert_eq!(summary.mode, KeyMode::Lines);
+        assert_eq!(seqs.len(), 1);
     }
 
     #[test]

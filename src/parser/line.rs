@@ -979,6 +979,41 @@ pub(super) fn skip_space(buf: &[u8], mut pos: usize) -> usize {
     pos
 }
 
+/// The value of the sparse index `digits`, of more than 19 digits (which a loop reading
+/// with wrapping arithmetic may have wrapped), or `u64::MAX`, out of range of any dim, when
+/// it does not fit in 64 bits. Leading zeros count for nothing: `00000000000000000001` is 1.
+#[cold]
+#[inline(never)]
+fn long_index(digits: &[u8]) -> u64 {
+    digits
+        .iter()
+        .try_fold(0u64, |acc, &d| {
+            acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })
+        .unwrap_or(u64::MAX)
+}
+
+/// How the message of an out-of-range sparse index shows it: its value, or for one read as
+/// `u64::MAX` (which may not fit in 64 bits) the digits as written at the start of `text`,
+/// with their count when there are more than [`QUOTED_BYTES`].
+#[cold]
+#[inline(never)]
+fn index_in_message(index: u64, text: &[u8]) -> String {
+    if index != u64::MAX {
+        return index.to_string();
+    }
+    let digits = &text[..text.iter().take_while(|b| b.is_ascii_digit()).count()];
+    if digits.len() <= QUOTED_BYTES {
+        quote(digits, QUOTED_BYTES)
+    } else {
+        format!(
+            "of {} digits ('{}...')",
+            digits.len(),
+            quote(digits, QUOTED_BYTES)
+        )
+    }
+}
+
 /// A zero value ended by a space.
 const ZERO: &[u8; 2] = b"0 ";
 
@@ -1888,9 +1923,9 @@ impl LineParser {
                     pos += 1;
                 }
                 if pos - entry > 19 {
-                    // More than 19 digits may have wrapped; such an index is out of range
-                    // anyway.
-                    index = u64::MAX;
+                    // More than 19 digits may have wrapped: read again (leading zeros do
+                    // not make an index large).
+                    index = long_index(&buf[entry..pos]);
                 }
             }
             let problem = if pos == entry {
@@ -1908,8 +1943,9 @@ impl LineParser {
                             report.error(
                                 entry,
                                 format!(
-                                    "{}: sparse index {index} is out of range (dim {dim})",
-                                    self.input_label(input)
+                                    "{}: sparse index {} is out of range (dim {dim})",
+                                    self.input_label(input),
+                                    index_in_message(index, &buf[entry..])
                                 ),
                             );
                             return next_pipe(buf, entry);
@@ -2849,6 +2885,67 @@ mod tests {
             grouped * 4 > entries * 3,
             "{grouped} of {entries} entries taken in groups"
         );
+    }
+
+    #[test]
+    fn leading_zeros_do_not_make_a_sparse_index_out_of_range() {
+        // Any number of leading zeros, where every path reads an index: the quick entries
+        // (up to 7 digits), the general loop (8 to 19) and the long index (20 or more), each
+        // alone, among other entries, and as the sample's last entry.
+        for zeros in [1, 6, 7, 12, 18, 19, 20, 40, 1000] {
+            let z = "0".repeat(zeros);
+            for (line, want) in [
+                (format!("|s {z}1:1.5 3:2"), vec![1, 3]),
+                (format!("|s {z}1:1"), vec![1]),
+                (format!("|s 2:1 {z}9:1 |d 1 2 3"), vec![2, 9]),
+                (
+                    format!("|s 1:1 2:1 3:1 4:1 {z}5:1 6:1"),
+                    vec![1, 2, 3, 4, 5, 6],
+                ),
+                (format!("|s {z}:2"), vec![0]),
+            ] {
+                let (out, diags) = parse(&line, &inputs());
+                assert!(
+                    diags.iter().all(|d| d.severity != Severity::Error),
+                    "{line}: {diags:?}"
+                );
+                assert_eq!(out.columns[1].indices(), want, "{line}");
+            }
+        }
+        // A real overflow, and one that wraps to a small index, are out of range, shown as
+        // written (with their count beyond 40 digits).
+        for (line, shown) in [
+            (
+                "|s 99999999999999999999:1".to_string(),
+                "99999999999999999999",
+            ),
+            (
+                "|s 0018446744073709551617:1".to_string(),
+                "0018446744073709551617",
+            ),
+            (
+                "|s 18446744073709551615:1".to_string(),
+                "18446744073709551615",
+            ),
+            (
+                format!("|s 1{}:1", "0".repeat(59)),
+                "of 60 digits ('1000000000",
+            ),
+        ] {
+            let (_, diags) = parse(&line, &inputs());
+            let errs = errors(&diags);
+            assert_eq!(errs.len(), 1, "{line}: {errs:?}");
+            assert!(
+                errs[0].1.contains(&format!("sparse index {shown}")),
+                "{line}: {errs:?}"
+            );
+            assert!(errs[0].1.contains("out of range (dim 10)"), "{errs:?}");
+            assert_eq!(errs[0].0, 4);
+        }
+        // Just within 64 bits, with leading zeros: the value, not out of range for its size.
+        let dim = InputConfig::sparse("big", u32::MAX as usize);
+        let (_, diags) = parse("|big 000000000000000000004294967294:1", &[dim]);
+        assert!(diags.is_empty(), "{diags:?}");
     }
 
     #[test]

@@ -359,8 +359,23 @@ fn top_digit_lanes(word: u64, n: u32) -> u64 {
     (word ^ (crate::parser::word::ONES * u64::from(b'0'))) << (8 * (8 - n))
 }
 
-/// Largest exponent magnitude tracked exactly; beyond it every value is zero or infinite.
-const EXP_LIMIT: i32 = 100_000;
+/// Largest exponent magnitude tracked exactly (a written exponent beyond it is taken as
+/// it). Beyond it every value is zero or infinite, however many digits the mantissa has:
+/// the digits move the power of ten by one each, and no text in memory holds 2^60 of them.
+/// (A smaller limit is wrong for a long mantissa: `1` and 100,001 zeros `e-100001` is 1.)
+/// Ten times it plus a digit still fits an `i64`.
+const EXP_LIMIT: i64 = 1 << 59;
+
+/// Written exponents from this magnitude on are not handed to the standard library's parser
+/// as written: it stops reading an exponent's digits once the exponent passes `2^16`
+/// (`core::num::dec2flt`), so it gets a token wrong whose long mantissa offsets such an
+/// exponent (`1` and a million digits `e-1000000` reads as infinite). Such a token is
+/// rewritten first ([`normalized_token`]).
+const STD_EXPONENT_LIMIT: i64 = 1 << 16;
+
+/// A power of ten beyond which `0.d…` (a first digit that is not zero) is zero or infinite in
+/// either element type, well within what the standard parser reads exactly.
+const NORMALIZED_EXPONENT_LIMIT: i64 = 100_000;
 
 /// Scans the number starting at `bytes[pos]` and converts it.
 ///
@@ -768,7 +783,9 @@ fn scan_whole_grammar<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize)
         _ => return Err(NumberError::NotANumber),
     }
     let mut digits = Digits::default();
-    let mut exp10: i32 = 0;
+    // The power of ten of the mantissa's last kept digit, in 64 bits: the digits of a long
+    // token move it by one each.
+    let mut exp10: i64 = 0;
     let int_start = i;
     while let Some(d) = digit_at(bytes, i) {
         if !digits.push(d) {
@@ -779,9 +796,12 @@ fn scan_whole_grammar<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize)
     if i == int_start {
         return Err(NumberError::NoDigits);
     }
+    let int_end = i;
+    let mut fraction_start = i;
     let mut last_is_digit = true;
     if bytes.get(i) == Some(&b'.') {
         i += 1;
+        fraction_start = i;
         last_is_digit = false;
         while let Some(d) = digit_at(bytes, i) {
             last_is_digit = true;
@@ -791,9 +811,11 @@ fn scan_whole_grammar<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize)
             i += 1;
         }
     }
+    let fraction_end = i;
     let Digits {
         mantissa, dropped, ..
     } = digits;
+    let mut written_exponent: i64 = 0;
     if last_is_digit && matches!(bytes.get(i), Some(b'e' | b'E')) {
         i += 1;
         let mut exp_negative = false;
@@ -806,31 +828,73 @@ fn scan_whole_grammar<T: Element>(bytes: &[u8], pos: usize) -> Result<(T, usize)
             _ => {}
         }
         let exp_start = i;
-        let mut e: i32 = 0;
+        let mut e: i64 = 0;
         while let Some(d) = digit_at(bytes, i) {
-            e = (e * 10 + i32::from(d)).min(EXP_LIMIT);
+            e = (e * 10 + i64::from(d)).min(EXP_LIMIT);
             i += 1;
         }
         if i == exp_start {
             return Err(NumberError::EmptyExponent);
         }
-        exp10 = exp10.saturating_add(if exp_negative { -e } else { e });
+        written_exponent = if exp_negative { -e } else { e };
+        // Exact: both terms are far within 2^62.
+        exp10 += written_exponent;
     }
     if mantissa == 0 && !dropped {
         let zero = T::default();
         return Ok((if negative { -zero } else { zero }, i));
     }
     if !dropped {
-        if let Some(v) = T::from_decimal_fast(negative, mantissa, exp10) {
-            return Ok((v, i));
+        // A power of ten beyond 32 bits (zero or infinite) is left to the standard parser.
+        if let Ok(exp10) = i32::try_from(exp10) {
+            if let Some(v) = T::from_decimal_fast(negative, mantissa, exp10) {
+                return Ok((v, i));
+            }
         }
     }
-    // The token is ASCII by construction; the standard parser accepts this whole grammar.
-    let token = std::str::from_utf8(&bytes[start..i]).map_err(|_| NumberError::NotANumber)?;
-    match T::parse_token(token) {
+    let value = if written_exponent.abs() < STD_EXPONENT_LIMIT {
+        // The token is ASCII by construction; the standard parser accepts this whole
+        // grammar.
+        let token = std::str::from_utf8(&bytes[start..i]).map_err(|_| NumberError::NotANumber)?;
+        T::parse_token(token)
+    } else {
+        T::parse_token(&normalized_token(
+            negative,
+            &bytes[int_start..int_end],
+            &bytes[fraction_start..fraction_end],
+            written_exponent,
+        ))
+    };
+    match value {
         Some(v) => Ok((v, i)),
         None => Err(NumberError::Overflow),
     }
+}
+
+/// The number of sign `negative`, integer digits `int`, fraction digits `fraction` and
+/// exponent `exponent`, which has a digit that is not zero, written as `0.d…e±k` with `d`
+/// not zero and `k` at most [`NORMALIZED_EXPONENT_LIMIT`] in magnitude (beyond it the value
+/// is zero or infinite all the same): a token the standard parser reads exactly, for one
+/// whose exponent it would not ([`STD_EXPONENT_LIMIT`]). Rare: the copy is not a concern.
+#[cold]
+#[inline(never)]
+fn normalized_token(negative: bool, int: &[u8], fraction: &[u8], exponent: i64) -> String {
+    let digits = || int.iter().chain(fraction);
+    let leading_zeros = digits().take_while(|&&d| d == b'0').count();
+    let significant = int.len() + fraction.len() - leading_zeros;
+    let mut token = String::with_capacity(significant + 32);
+    if negative {
+        token.push('-');
+    }
+    token.push_str("0.");
+    token.extend(digits().skip(leading_zeros).map(|&d| char::from(d)));
+    // The value is `0.d…` times ten to the significant digits, less the fraction's, plus
+    // the exponent (each far within 2^62).
+    let power = (significant as i64 - fraction.len() as i64 + exponent)
+        .clamp(-NORMALIZED_EXPONENT_LIMIT, NORMALIZED_EXPONENT_LIMIT);
+    token.push('e');
+    token.push_str(&power.to_string());
+    token
 }
 
 /// The decimal digit at `bytes[i]`, if there is one.
@@ -1483,6 +1547,69 @@ mod tests {
                 if v.is_finite() {
                     assert_eq!(num::<f32>(s).unwrap().0, v, "{s}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn long_tokens_are_correctly_rounded_whatever_their_exponent() {
+        // Digits that offset a large exponent, before and past the lengths where it once
+        // went wrong (the exponent was clamped but not the digits' shift) and where the
+        // standard parser's own exponent reading stops (2^16): each token rounds as a short
+        // one of the same value does (or, past a halfway point by less than 10^-25, as one
+        // past it by 10^-21).
+        for n in [25usize, 400, 5_000, 70_000, 100_001, 1_000_000] {
+            let z = "0".repeat(n);
+            let m = n as i64;
+            for (token, short) in [
+                (format!("1{z}e-{}", m), "1"),
+                (format!("-1{z}e-{}", m + 1), "-0.1"),
+                (format!("1{z}1e-{}", m + 1), "1.000000000000000000001"),
+                (format!("0.{z}15e{}", m + 1), "1.5"),
+                (format!("-0.{z}25e+{}", m + 1), "-2.5"),
+                (format!("3.{z}e0"), "3"),
+                // Halfway between two `f32`s, and just above.
+                (format!("16777217{z}e-{m}"), "16777217"),
+                (
+                    format!("16777217{z}1e-{}", m + 1),
+                    "16777217.000000000000000000001",
+                ),
+                // The same for `f64`.
+                (format!("9007199254740993{z}e-{m}"), "9007199254740993"),
+                (
+                    format!("9007199254740993{z}1e-{}", m + 1),
+                    "9007199254740993.000000000000000000001",
+                ),
+                // Zero, and the least and greatest values, reached through the digits.
+                (format!("1{z}e-99999999999999999999"), "0"),
+                (format!("4.9{z}1e-324"), "4.9e-324"),
+                (
+                    format!("1.7976931348623157{z}e308"),
+                    "1.7976931348623157e308",
+                ),
+            ] {
+                let f64_want = short.parse::<f64>().unwrap();
+                let (f64_got, end) = num::<f64>(&token).unwrap();
+                assert_eq!(end, token.len(), "{short} with {n} zeros");
+                assert_eq!(
+                    f64_got.to_bits(),
+                    f64_want.to_bits(),
+                    "{short} with {n} zeros"
+                );
+                let f32_want = short.parse::<f32>().unwrap();
+                if f32_want.is_finite() {
+                    let f32_got = num::<f32>(&token).unwrap().0;
+                    assert_eq!(f32_got.to_bits(), f32_want.to_bits(), "{short}, {n} zeros");
+                }
+            }
+            // Overflow through the digits, or past any exponent, is an error.
+            for token in [
+                format!("1{z}e{}", 400 - m),
+                format!("0.{z}1e99999999999999999999"),
+                format!("-1{z}1e{}", 309 - m),
+            ] {
+                assert_eq!(num::<f64>(&token), Err(NumberError::Overflow), "{n} zeros");
+                assert_eq!(num::<f32>(&token), Err(NumberError::Overflow), "{n} zeros");
             }
         }
     }

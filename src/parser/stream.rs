@@ -1,10 +1,11 @@
 //! The incremental parser: bytes in (in pieces of any size), complete sequences out.
 //!
-//! It finds lines, strips the UTF-8 BOM, decides between id mode and line mode from the first
-//! non-blank line (CNTK-BEHAVIOUR §4.1), groups lines into sequences, applies the sequence
-//! rules of SPEC §1 and §7.1 and rolls back invalid sequences. It knows nothing of files: the
-//! reader feeds it the bytes of one file after another and attaches file names to what it
-//! reports. Feeding the same bytes split at any point gives the same result.
+//! It finds lines, strips the UTF-8 BOM, decides between id mode and line mode from the
+//! first byte that is not whitespace (CNTK-BEHAVIOUR §4.1: a digit there is an id, which
+//! alone of the file's ids may follow whitespace), groups lines into sequences, applies the
+//! sequence rules of SPEC §1 and §7.1 and rolls back invalid sequences. It knows nothing of
+//! files: the reader feeds it the bytes of one file after another and attaches file names to
+//! what it reports. Feeding the same bytes split at any point gives the same result.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -664,7 +665,9 @@ impl<T: Element> StreamParser<T> {
                 self.counts.skipped_lines += 1;
                 return p;
             }
-            self.mode = if !self.options.skip_sequence_ids && buf[start].is_ascii_digit() {
+            // The first byte past the leading whitespace decides, as in CNTK, which skips
+            // it before the first id (CNTK-BEHAVIOUR §3.1, §4.1): a digit starts an id.
+            self.mode = if !self.options.skip_sequence_ids && buf[p].is_ascii_digit() {
                 Mode::Ids
             } else {
                 Mode::Lines
@@ -765,15 +768,28 @@ impl<T: Element> StreamParser<T> {
     /// Reads the id at the start of the line at `start` (whose first 8 bytes are `word`, of
     /// which `digits` lead), and ends the open sequence and begins the next where the line
     /// starts one. Returns where the line's content starts, after the id.
+    ///
+    /// In id mode with no sequence open (the first line with content of a file, or the first
+    /// line of a range, which starts a sequence) the id may follow whitespace, which CNTK
+    /// skips at the start of a file: only there. The sequence still starts at the line's
+    /// start, as in the index, and columns still count from it.
     fn open_line(
         &mut self,
         buf: &[u8],
         start: usize,
-        word: u64,
-        digits: u32,
+        mut word: u64,
+        mut digits: u32,
         line_no: u64,
     ) -> usize {
-        let mut content = start;
+        let mut id_start = start;
+        if self.mode == Mode::Ids && self.open.is_none() {
+            id_start = skip_space(buf, start);
+            if id_start != start {
+                word = load_word(buf, id_start);
+                digits = leading_digits(word);
+            }
+        }
+        let mut content = id_start;
         let mut id_value = 0u64;
         while buf[content].is_ascii_digit() {
             // Up to 19 digits cannot overflow; longer ids are parsed again below.
@@ -782,13 +798,13 @@ impl<T: Element> StreamParser<T> {
                 .wrapping_add(u64::from(buf[content] - b'0'));
             content += 1;
         }
-        let id = if content - start <= 19 {
+        let id = if content - id_start <= 19 {
             Some(id_value)
         } else {
-            parse_long_id(&buf[start..content])
+            parse_long_id(&buf[id_start..content])
         };
         match self.mode {
-            Mode::Ids if content > start => {
+            Mode::Ids if content > id_start => {
                 let same = matches!(&self.open, Some(o) if o.id.is_some() && o.id == id);
                 if !same {
                     self.end_sequence(self.buf_base.wrapping_add(start));
@@ -801,7 +817,9 @@ impl<T: Element> StreamParser<T> {
                         open.id_len = digits as usize;
                     }
                     match id {
-                        None => self.sequence_error(line_no, long_id_message(&buf[start..content])),
+                        None => {
+                            self.sequence_error(line_no, long_id_message(&buf[id_start..content]))
+                        }
                         Some(id) => {
                             if self.repeats.is_repeat(id, line_no) {
                                 self.sequence_error(
@@ -1357,6 +1375,57 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.keys, [0, 1]);
+    }
+
+    #[test]
+    fn whitespace_before_the_first_id_is_skipped_and_keeps_id_mode() {
+        // CNTK skips the whitespace before a file's first id (CNTK-BEHAVIOUR §3.1, §4.1):
+        // the first byte that is not whitespace decides the mode, in any pieces.
+        for text in [
+            &b"  5 |a 1 |b\n5 |a 2 |b\n6 |a 3 |b\n"[..],
+            b"\t5 |a 1 |b\n5 |a 2 |b\n6 |a 3 |b\n",
+            b"\xEF\xBB\xBF \r\t5 |a 1 |b\n5 |a 2 |b\n6 |a 3 |b",
+            b"\n \r\n\t 5 |a 1 |b\n5 |a 2 |b\n6 |a 3 |b\n",
+        ] {
+            for piece in 1..=text.len() {
+                let pieces: Vec<&[u8]> = text.chunks(piece).collect();
+                let p = parse_pieces(&pieces, StreamOptions::default()).unwrap();
+                assert_eq!(p.keys, [5, 6], "{text:?} in pieces of {piece}");
+                assert!(p.errors.is_empty(), "{text:?}: {:?}", p.errors);
+            }
+        }
+        // Only the first id may follow whitespace: on a later line the digits are junk.
+        let p = parse("  5 |a 1 |b\n  5 |a 2 |b\n");
+        assert_eq!(p.keys, [] as [u64; 0]);
+        assert_eq!(p.errors.len(), 1);
+        assert_eq!(p.errors[0].0, 2);
+        // Columns still count from the line's first byte.
+        let mut parser = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+        parser.feed(b"  5 |a x |b\n").unwrap();
+        parser.finish_file().unwrap();
+        let d = &parser.diagnostics()[0];
+        assert_eq!((d.severity, d.line, d.col), (Severity::Error, 1, 8));
+        // Whitespace then a pipe, or anything else, still means line mode.
+        assert_eq!(parse("  |a 1 |b\n5 |a 2 |b\n").keys, [0, 1]);
+        let skip = StreamOptions {
+            skip_sequence_ids: true,
+            frame_mode: false,
+        };
+        let p = parse_pieces(&[b"  |a 1 |b\n5 |a 2 |b\n"], skip).unwrap();
+        assert_eq!(p.keys, [0, 1]);
+    }
+
+    #[test]
+    fn a_range_may_start_with_whitespace_before_its_first_id() {
+        // The index starts the first sequence of a file at its line's first byte, so a range
+        // parse in id mode begins there too.
+        let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+        p.start_range(KeyMode::Ids, 3, 0, Vec::new());
+        p.feed(b" \t 5 |a 1 |b\n5 |a 2 |b\n6 |a 3 |b\n").unwrap();
+        p.finish_file().unwrap();
+        let keys: Vec<u64> = p.sequences().sequences.iter().map(|s| s.key).collect();
+        assert_eq!(keys, [5, 6]);
+        assert!(p.diagnostics().is_empty());
     }
 
     #[test]

@@ -475,7 +475,13 @@ fn gen_values(src: &mut Src, spec: &InputSpec, valid: &dyn Fn(&str) -> bool) -> 
                 .into_iter()
                 .map(|idx| {
                     let text = if src.chance(10) {
-                        format!("{}{idx}", "0".repeat(src.range(1, 3)))
+                        // One or two leading zeros, or so many that the index has more
+                        // digits than a u64 reading takes at once (20 or more).
+                        let zeros = match src.range(1, 3) {
+                            3 => 20,
+                            zeros => zeros,
+                        };
+                        format!("{}{idx}", "0".repeat(zeros))
                     } else {
                         idx.to_string()
                     };

@@ -199,6 +199,8 @@ pub fn reference_in_corpus<T: Flt>(
         ambiguous: false,
     };
     let mut id_mode = None;
+    // Whitespace before the first id, skipped.
+    let mut lead = 0;
     let mut open: Option<Group> = None;
     let new_group = |key, first_line, id_error| Group {
         key,
@@ -219,11 +221,18 @@ pub fn reference_in_corpus<T: Flt>(
                 continue;
             }
             None => {
-                let ids = !options.skip_sequence_ids && line[0].is_ascii_digit();
+                // The first byte that is not whitespace decides; CNTK skips the whitespace
+                // before the first id (the only id that may follow whitespace).
+                let first = line.iter().position(|&b| !is_ws(b)).unwrap_or(0);
+                let ids = !options.skip_sequence_ids && line[first].is_ascii_digit();
                 id_mode = Some(ids);
+                if ids {
+                    lead = first;
+                }
                 ids
             }
         };
+        let line = &line[std::mem::take(&mut lead)..];
         let digits = line.iter().take_while(|b| b.is_ascii_digit()).count();
         let class = classify::<T>(&line[digits..], inputs);
         let no_data = matches!(&class, LineClass::Good { samples, .. } if samples.is_empty());
