@@ -355,6 +355,50 @@ fn restore_continues_exactly_where_the_token_was_taken() {
 /// `--restore` takes the token's 40 hex digits in either case, and nothing else: a `+` in a
 /// digit pair (which `u8::from_str_radix` would read, `+0` as `00`) is refused, not read as
 /// the checkpoint it imitates.
+/// A window of 0 chunks reads in file order, as CNTK, which takes its `NoRandomizer` for a
+/// window that is not above 0 (CNTK-BEHAVIOUR §2.2); it was read as a window of 1 chunk,
+/// shuffled, with no word.
+#[test]
+fn a_window_of_zero_chunks_reads_in_file_order() {
+    let dir = TempDir::new().unwrap();
+    let seqs = make_data(dir.path(), 60, 11);
+    let config = |window: &str, randomize: &str| {
+        format!(
+            "reader = [ file = \"d.ctf\" ; chunkSizeInBytes = 0 ; {window} {randomize}\n\
+             input = [ x = [ dim = 2 ; format = \"dense\" ] ; y = [ dim = 10 ; format = \"sparse\" ] ] ]\n"
+        )
+    };
+    write(
+        dir.path(),
+        "zero.cntk",
+        config("randomizationWindow = 0", ""),
+    );
+    write(
+        dir.path(),
+        "one.cntk",
+        config("randomizationWindow = 1", ""),
+    );
+    write(dir.path(), "plain.cntk", config("", "randomize = false"));
+    let file_order: Vec<u64> = seqs.keys().copied().collect();
+    let args = ["--mb-size", "16", "--max-sweeps", "2"];
+    let zero = read_with(dir.path(), "zero.cntk", &args);
+    let plain = read_with(dir.path(), "plain.cntk", &args);
+    assert_eq!(
+        all_keys(&zero),
+        [file_order.clone(), file_order.clone()].concat()
+    );
+    let contents = |lines: &[Line]| -> Vec<(Vec<u64>, u64, bool)> {
+        lines
+            .iter()
+            .map(|l| (l.keys.clone(), l.position, l.sweep_end))
+            .collect()
+    };
+    assert_eq!(contents(&zero), contents(&plain));
+    // A window of one chunk does shuffle (the chunk order), so the test can tell them apart.
+    let one = read_with(dir.path(), "one.cntk", &args);
+    assert_ne!(all_keys(&one)[..60], file_order[..]);
+}
+
 #[test]
 fn restore_takes_hex_digits_of_either_case_and_nothing_else() {
     let (dir, _) = setup(30);

@@ -191,6 +191,12 @@ impl ReaderConfig {
         ReaderConfigBuilder::new()
     }
 
+    /// Whether sweeps are shuffled: `randomize`, unless the window is 0 chunks, which CNTK
+    /// reads in file order (its `NoRandomizer`, CNTK-BEHAVIOUR §2.2).
+    pub fn shuffles(&self) -> bool {
+        self.randomize && self.window() != WindowSize::Chunks(0)
+    }
+
     /// The randomization window in effect (validation guarantees a sample-based window has
     /// a size).
     pub fn window(&self) -> WindowSize {

@@ -472,7 +472,7 @@ fn wants_stash(config: &ReaderConfig, options: &PipelineOptions) -> bool {
         return false;
     }
     let held_chunks = match config.window() {
-        _ if !config.randomize => FILE_ORDER_STASH_CHUNKS,
+        _ if !config.shuffles() => FILE_ORDER_STASH_CHUNKS,
         WindowSize::Chunks(window) => window.max(1),
         WindowSize::Samples(_) => return false,
     };
@@ -652,7 +652,7 @@ impl<T: Element> MinibatchSource<T> {
         let per_chunk = (sweep_samples / chunks as u64).max(1);
         // The chunks the order draws from at a time: the window, or one in file order.
         let window_chunks = match config.window() {
-            _ if !config.randomize => 1,
+            _ if !config.shuffles() => 1,
             WindowSize::Chunks(n) => n.clamp(1, chunks as u64) as usize,
             WindowSize::Samples(n) => (n / per_chunk).clamp(1, chunks as u64) as usize,
         };

@@ -158,7 +158,7 @@ pub fn fingerprint(index: &CorpusIndex, config: &ReaderConfig) -> u64 {
         }
         put(u64::from(input.defines_mb_size));
     }
-    put(u64::from(config.randomize));
+    put(u64::from(config.shuffles()));
     put(match config.randomizer {
         RandomizerKind::Block => 1,
         RandomizerKind::Cntk => 2,

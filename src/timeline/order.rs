@@ -33,7 +33,7 @@ impl OrderSettings {
     /// The settings `config` asks for.
     pub fn of(config: &ReaderConfig) -> Self {
         OrderSettings {
-            randomize: config.randomize,
+            randomize: config.shuffles(),
             randomizer: config.randomizer,
             window: config.window(),
             seed: config.randomization_seed,
