@@ -1559,11 +1559,62 @@ fn file_and_input_overrides_of_a_composite_reader() {
     assert_usage_error(dir, &["c.cntk", "--input", "x:1:dense"]);
     let r = run_expect(&["dump", "c.cntk", "--input", "x:1:dense"], Some(dir), 2);
     assert!(
-        r.stderr
-            .contains("--input cannot replace the inputs of a composite reader: c.cntk has 2"),
+        r.stderr.contains(
+            "c.cntk:2:30: error: the inputs given cannot replace the inputs of a composite \
+             reader of 2 deserializers"
+        ),
         "{}",
         r.stderr
     );
+}
+
+/// `--file`, `--input` and `--precision` replace the configuration's values before anything
+/// is required or checked, so they stand in for what the configuration lacks or this reader
+/// cannot use; `ctf` itself said "edit the configuration or pass --file" for a `$macro$`,
+/// but the configuration was checked first and `--file` never helped.
+#[test]
+fn file_input_and_precision_stand_in_for_what_the_configuration_lacks() {
+    let dir = TempDir::new().unwrap();
+    let dir = dir.path();
+    write(dir, "d.ctf", "|a 1 2\n|a 3 4\n");
+    let want = "{\"key\":0,\"inputs\":{\"a\":[[1,2]]}}\n{\"key\":1,\"inputs\":{\"a\":[[3,4]]}}\n";
+    let input = "input = [ a = [ dim = 2 ; format = \"dense\" ] ]";
+    for (name, body, args) in [
+        (
+            "macro",
+            format!("file = \"$DataDir$/d.ctf\"\n{input}"),
+            &["--file", "d.ctf"][..],
+        ),
+        (
+            "bare-macro",
+            format!("file = $DataDir$\n{input}"),
+            &["--file", "d.ctf"],
+        ),
+        ("no-file", input.to_string(), &["--file", "d.ctf"]),
+        (
+            "no-input",
+            "file = \"d.ctf\"".to_string(),
+            &["--input", "a:2:dense"],
+        ),
+        (
+            "zero-dim",
+            "file = \"d.ctf\"\ninput = [ a = [ dim = 0 ; format = \"dense\" ] ]".to_string(),
+            &["--input", "a:2:dense"],
+        ),
+        (
+            "half",
+            format!("file = \"d.ctf\"\nprecision = \"half\"\n{input}"),
+            &["--precision", "float"],
+        ),
+    ] {
+        let config = format!("{name}.cntk");
+        write(dir, &config, format!("reader = [\n{body}\n]\n"));
+        // Without the value beside it, the configuration is refused...
+        run_expect(&["dump", &config], Some(dir), 2);
+        // ...and with it, read.
+        let r = run_expect(&[&["dump", &config][..], args].concat(), Some(dir), 0);
+        assert_eq!(r.stdout, want, "{name}: {}", r.stderr);
+    }
 }
 
 /// `--skip-sequence-ids` makes every line a sequence in every deserializer of a composite

@@ -12,7 +12,7 @@ mod builder;
 mod reader_section;
 
 pub use builder::ReaderConfigBuilder;
-pub use reader_section::{ConfigDocument, ConfigError, ConfigWarning};
+pub use reader_section::{ConfigDocument, ConfigError, ConfigOverrides, ConfigWarning};
 
 /// Element type of the decoded values (`precision` in the configuration).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

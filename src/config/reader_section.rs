@@ -12,8 +12,23 @@ use std::path::Path;
 pub use diagnostics::{ConfigError, ConfigWarning};
 
 use super::brainscript::{self, Evaluator, Record};
-use super::ReaderConfig;
+use super::{InputConfig, Precision, ReaderConfig};
 use select::SelectError;
+
+/// Values given beside a configuration (the `ctf` tool's `--file`, `--input` and
+/// `--precision`) that replace its own: a replaced parameter is not read at all, so a value
+/// the reader could not use there (a `$macro$`, a wrong type) or a missing one is no error.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConfigOverrides {
+    /// The files of the reader, or of the first deserializer of a composite reader (none:
+    /// the configuration's).
+    pub files: Vec<String>,
+    /// The inputs of a reader with one deserializer (none: the configuration's); a
+    /// composite reader's cannot be replaced (an error).
+    pub inputs: Vec<InputConfig>,
+    /// The precision (none: the configuration's).
+    pub precision: Option<Precision>,
+}
 
 /// A parsed BrainScript configuration document, from which reader sections are read.
 ///
@@ -72,12 +87,22 @@ impl ConfigDocument {
         &self,
         section: Option<&str>,
     ) -> Result<(ReaderConfig, Vec<ConfigWarning>), ConfigError> {
+        self.reader_config_with(section, &ConfigOverrides::default())
+    }
+
+    /// As [`reader_config`](Self::reader_config), with the parameters `overrides` gives
+    /// replaced before anything is required or checked.
+    pub fn reader_config_with(
+        &self,
+        section: Option<&str>,
+        overrides: &ConfigOverrides,
+    ) -> Result<(ReaderConfig, Vec<ConfigWarning>), ConfigError> {
         let mut eval = Evaluator::new(&self.root);
         let reader = select::select(&mut eval, section).map_err(|e| match e {
             SelectError::Script(err) => ConfigError::from_script(&self.source, &err),
             SelectError::Whole(message) => ConfigError::whole(&self.source, message),
         })?;
-        extract::extract(&mut eval, &reader, &self.source)
+        extract::extract(&mut eval, &reader, &self.source, overrides)
     }
 }
 
@@ -98,12 +123,23 @@ impl ReaderConfig {
         path: &Path,
         section: Option<&str>,
     ) -> Result<(ReaderConfig, Vec<ConfigWarning>), ConfigError> {
+        Self::from_file_with(path, section, &ConfigOverrides::default())
+    }
+
+    /// As [`from_file`](Self::from_file), with the parameters `overrides` gives replaced
+    /// before anything is required or checked (see [`ConfigOverrides`]).
+    pub fn from_file_with(
+        path: &Path,
+        section: Option<&str>,
+        overrides: &ConfigOverrides,
+    ) -> Result<(ReaderConfig, Vec<ConfigWarning>), ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             ConfigError::whole(
                 "",
                 format!("cannot read configuration file '{}': {e}", path.display()),
             )
         })?;
-        Self::from_brainscript(&text, &path.display().to_string(), section)
+        ConfigDocument::parse(&text, &path.display().to_string())?
+            .reader_config_with(section, overrides)
     }
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use ctf_reader::config::ReaderConfigBuilder;
+use ctf_reader::config::{ConfigOverrides, ReaderConfigBuilder};
 use ctf_reader::diag::write_stderr_line;
 use ctf_reader::source::{PipelineOptions, MAX_PREFETCH, MAX_THREADS};
 use ctf_reader::{InputConfig, Precision, ReaderConfig, StorageFormat};
@@ -285,30 +285,25 @@ impl DataArgs {
     pub fn reader_config(&self) -> Result<ReaderConfig, Failure> {
         let mut builder = match &self.config {
             Some(path) => {
-                let (mut config, warnings) = ReaderConfig::from_file(path, self.section.as_deref())
-                    .map_err(|e| {
-                        // A misspelt key reported as a warning often explains the error.
-                        for w in e.warnings() {
-                            write_stderr_line(w);
-                        }
-                        Failure::Usage(e.to_string())
-                    })?;
+                // --file, --input and --precision replace the configuration's values before
+                // anything is required or checked: they can stand in for a `$macro$`, a
+                // missing key or a value this reader cannot use.
+                let overrides = ConfigOverrides {
+                    files: self.files.clone(),
+                    inputs: self.inputs.clone(),
+                    precision: self.precision,
+                };
+                let (mut config, warnings) =
+                    ReaderConfig::from_file_with(path, self.section.as_deref(), &overrides)
+                        .map_err(|e| {
+                            // A misspelt key reported as a warning often explains the error.
+                            for w in e.warnings() {
+                                write_stderr_line(w);
+                            }
+                            Failure::Usage(e.to_string())
+                        })?;
                 for w in &warnings {
                     write_stderr_line(w);
-                }
-                if !self.files.is_empty() {
-                    config.files = self.files.clone();
-                }
-                if !self.inputs.is_empty() && config.is_composite() {
-                    return Err(Failure::Usage(format!(
-                        "error: --input cannot replace the inputs of a composite reader: {} \
-                         has {} deserializers; change their inputs in the configuration",
-                        path.display(),
-                        config.deserializer_count()
-                    )));
-                }
-                if !self.inputs.is_empty() {
-                    config.inputs = self.inputs.clone();
                 }
                 if self.skip_sequence_ids {
                     // The flag is about the data, not one file: every deserializer reads

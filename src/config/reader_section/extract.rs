@@ -10,8 +10,8 @@
 use crate::config::brainscript::{Error, Evaluator, ExprKind, Pos, RecordValue, Value};
 use crate::config::builder::{defaults, validate, InputOrigin, Origin};
 use crate::config::{
-    ConfigError, ConfigWarning, InputConfig, JoinedDeserializer, Precision, RandomizerKind,
-    ReaderConfig, ReaderForm, StorageFormat,
+    ConfigError, ConfigOverrides, ConfigWarning, InputConfig, JoinedDeserializer, Precision,
+    RandomizerKind, ReaderConfig, ReaderForm, StorageFormat,
 };
 
 use super::keys::{is_reader_key, reader_keys, suggest, INPUT_PARAMS};
@@ -37,6 +37,8 @@ struct Extractor<'e, 'a> {
     eval: &'e mut Evaluator<'a>,
     source: String,
     warnings: Vec<ConfigWarning>,
+    /// Parameters given beside the configuration, which are not read from it.
+    overrides: &'e ConfigOverrides,
 }
 
 /// Extracts and validates the configuration of the reader record `reader`.
@@ -44,11 +46,13 @@ pub(crate) fn extract<'a>(
     eval: &mut Evaluator<'a>,
     reader: &RecordValue<'a>,
     source: &str,
+    overrides: &ConfigOverrides,
 ) -> Result<(ReaderConfig, Vec<ConfigWarning>), ConfigError> {
     let mut x = Extractor {
         eval,
         source: source.to_string(),
         warnings: Vec::new(),
+        overrides,
     };
     match x.reader(reader) {
         Ok(config) => Ok((config, x.warnings)),
@@ -252,10 +256,23 @@ impl<'a> Extractor<'_, 'a> {
                     .eval_member(&found)
                     .map_err(|e| self.eval_error("parameter 'deserializers'", pos, &e))?;
                 let deserializers = self.deserializers(value, pos)?;
+                if !self.overrides.inputs.is_empty() && deserializers.len() > 1 {
+                    return Err(ConfigError::at(
+                        &self.source,
+                        pos,
+                        format!(
+                            "the inputs given cannot replace the inputs of a composite reader \
+                             of {} deserializers; change their inputs in the configuration",
+                            deserializers.len()
+                        ),
+                    ));
+                }
                 let mut merged: Option<(ReaderConfig, Origin)> = None;
                 for deserializer in &deserializers {
                     self.check_keys(deserializer, None)?;
-                    let (config, origin) = self.parameters(deserializer, ReaderForm::Composite)?;
+                    let primary = merged.is_none();
+                    let (config, origin) =
+                        self.parameters(deserializer, ReaderForm::Composite, primary)?;
                     merged = Some(match merged {
                         None => (config, origin),
                         Some((primary, primary_origin)) => {
@@ -278,7 +295,7 @@ impl<'a> Extractor<'_, 'a> {
                         ));
                     }
                 }
-                let (config, origin) = self.parameters(reader, ReaderForm::Legacy)?;
+                let (config, origin) = self.parameters(reader, ReaderForm::Legacy, true)?;
                 validate(config, &origin)
             }
         }
@@ -415,11 +432,13 @@ impl<'a> Extractor<'_, 'a> {
     }
 
     /// Reads every parameter from `params` (reader or deserializer), with where each was
-    /// written, for the validation.
+    /// written, for the validation; the overridden ones are taken from the overrides instead
+    /// (files and inputs only for the `primary`, first, deserializer).
     fn parameters(
         &mut self,
         params: &RecordValue<'a>,
         form: ReaderForm,
+        primary: bool,
     ) -> Result<(ReaderConfig, Origin), ConfigError> {
         let source = self.source.clone();
         let src = source.as_str();
@@ -430,7 +449,10 @@ impl<'a> Extractor<'_, 'a> {
             params: Some(params.pos()),
             ..Origin::default()
         };
-        if let Some(p) = self.reader_param(params, "file")? {
+        let overrides = self.overrides;
+        if primary && !overrides.files.is_empty() {
+            config.files = overrides.files.clone();
+        } else if let Some(p) = self.reader_param(params, "file")? {
             origin.file = Some(p.pos);
             config.files = match &p.raw {
                 Raw::Value(Value::Array(items)) => items
@@ -452,19 +474,26 @@ impl<'a> Extractor<'_, 'a> {
                 _ => return Err(p.wrong_type(src, "a string or an array of strings")),
             };
         }
-        let input = self.reader_param(params, "input")?.ok_or_else(|| {
-            ConfigError::at(src, params.pos(), "missing required parameter 'input'")
-        })?;
-        origin.input = Some(input.pos);
-        let Raw::Value(Value::Record(inputs)) = &input.raw else {
-            return Err(input.wrong_type(src, "a record of inputs"));
-        };
-        for member in &inputs.record().members {
-            let (cfg, at) = self.input(inputs, &member.name, member.pos)?;
-            config.inputs.push(cfg);
-            origin.inputs.push(at);
+        if primary && !overrides.inputs.is_empty() {
+            config.inputs = overrides.inputs.clone();
+            origin.inputs = vec![InputOrigin::default(); config.inputs.len()];
+        } else {
+            let input = self.reader_param(params, "input")?.ok_or_else(|| {
+                ConfigError::at(src, params.pos(), "missing required parameter 'input'")
+            })?;
+            origin.input = Some(input.pos);
+            let Raw::Value(Value::Record(inputs)) = &input.raw else {
+                return Err(input.wrong_type(src, "a record of inputs"));
+            };
+            for member in &inputs.record().members {
+                let (cfg, at) = self.input(inputs, &member.name, member.pos)?;
+                config.inputs.push(cfg);
+                origin.inputs.push(at);
+            }
         }
-        if let Some(p) = self.reader_param(params, "precision")? {
+        if let Some(precision) = overrides.precision {
+            config.precision = precision;
+        } else if let Some(p) = self.reader_param(params, "precision")? {
             let s = p.string(src)?;
             config.precision = if s.eq_ignore_ascii_case("float") {
                 Precision::Float
