@@ -1663,3 +1663,28 @@ fn skip_sequence_ids_applies_to_every_deserializer_of_a_composite_reader() {
     );
     assert_eq!(summary_n(&r.stdout, "errors"), 0, "{}", r.stdout);
 }
+
+/// Configuration warnings (an unknown key) follow `traceLevel` like the data's: 0 is errors
+/// only, from the configuration or `--trace-level`; they were printed at any level.
+#[test]
+fn configuration_warnings_are_silent_at_trace_level_0() {
+    let dir = TempDir::new().unwrap();
+    let dir = dir.path();
+    write(dir, "d.ctf", "|a 1 2\n");
+    let config = |trace: &str| {
+        format!(
+            "reader = [\n file = \"d.ctf\"\n foo = 1\n {trace}\n input = [ a = [ dim = 2 ; format = \"dense\" ] ]\n]\n"
+        )
+    };
+    write(dir, "quiet.cntk", config("traceLevel = 0"));
+    write(dir, "plain.cntk", config(""));
+    let warned = "unknown reader parameter 'foo'";
+    let r = run_expect(&["dump", "quiet.cntk"], Some(dir), 0);
+    assert_eq!(r.stderr, "");
+    let r = run_expect(&["dump", "plain.cntk", "--trace-level", "0"], Some(dir), 0);
+    assert_eq!(r.stderr, "");
+    let r = run_expect(&["dump", "plain.cntk"], Some(dir), 0);
+    assert!(r.stderr.contains(warned), "{}", r.stderr);
+    let r = run_expect(&["dump", "quiet.cntk", "--trace-level", "1"], Some(dir), 0);
+    assert!(r.stderr.contains(warned), "{}", r.stderr);
+}

@@ -692,6 +692,32 @@ fn flat_chains_of_100000_terms_in_configurations() {
     let config = write(dir.path(), "c.cntk", text);
     let b = bounded(&["validate", s(&config), "--section", "reader"], 20, 200);
     assert_one_error(&b.run, &data, 2, 6, "out of range (dim 100000)");
+
+    // 200,000 members in one record (none used), and a duplicate at the end: each member
+    // is checked against the earlier ones in one lookup (a scan of them took 11 s for
+    // 100,000 members, and would take about 45 s for these).
+    let members: String = (0..200_000).map(|i| format!("D{i} = {i}\n")).collect();
+    let reader = format!(
+        "reader = [\n file = \"{}\"\n input = [ a = [ dim = 100001 ; format = \"sparse\" ] ]\n]\n",
+        s(&data)
+    );
+    let config = write(dir.path(), "wide.cntk", format!("{members}{reader}"));
+    let b = bounded(&["validate", s(&config)], 20, 400);
+    assert_eq!(b.run.code, 0, "{}", b.run.stderr);
+    let config = write(
+        dir.path(),
+        "twice.cntk",
+        format!("{members}{reader}D17 = 3\n"),
+    );
+    let b = bounded(&["validate", s(&config)], 20, 400);
+    assert_eq!(b.run.code, 2, "{}", b.run.stderr);
+    assert!(
+        b.run
+            .stderr
+            .contains("duplicate member 'D17' (first defined at 18:1)"),
+        "{}",
+        b.run.stderr
+    );
 }
 
 /// Every malformed case of CNTK-BEHAVIOUR §3.8 and SPEC §7.2, one file each: the error is

@@ -302,8 +302,11 @@ impl DataArgs {
                             }
                             Failure::Usage(e.to_string())
                         })?;
-                for w in &warnings {
-                    write_stderr_line(w);
+                // Warnings too from traceLevel 1 on (the default); 0 is errors only.
+                if self.trace_level.unwrap_or(config.trace_level) >= 1 {
+                    for w in &warnings {
+                        write_stderr_line(w);
+                    }
                 }
                 if self.skip_sequence_ids {
                     // The flag is about the data, not one file: every deserializer reads

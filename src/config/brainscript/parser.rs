@@ -9,6 +9,8 @@
 //! left-associative; a run of them at one precedence is built as one [`ExprKind::Chain`] node,
 //! so a sum of any length is not nesting.
 
+use std::collections::HashMap;
+
 use super::ast::{Args, BinaryOp, ChainLink, Expr, ExprKind, Member, Record, UnaryOp};
 use super::error::{Error, Pos};
 use super::lexer::{tokenize, TokKind, Token};
@@ -195,6 +197,9 @@ impl Parser {
         let id = self.next_record_id;
         self.next_record_id += 1;
         let mut members: Vec<Member> = Vec::new();
+        // Where each name was defined, so that a duplicate is found in one lookup (a scan of
+        // the earlier members made a record of n members take n^2 / 2 comparisons).
+        let mut defined: HashMap<String, usize> = HashMap::new();
         let mut depth = 1;
         let mut need_separator = false;
         loop {
@@ -214,7 +219,7 @@ impl Parser {
             }
             self.check_member_start(need_separator, pos, close)?;
             let (member, member_depth) = self.member()?;
-            Self::check_duplicate(&members, &member)?;
+            Self::check_duplicate(&members, &mut defined, &member)?;
             depth = depth.max(member_depth + 1);
             members.push(member);
             need_separator = true;
@@ -251,17 +256,26 @@ impl Parser {
         Ok(())
     }
 
+    /// Refuses `member` when `defined` (the names of `members`, with their indices) has its
+    /// name, else records it there as the next member.
     #[inline(never)]
-    fn check_duplicate(members: &[Member], member: &Member) -> Result<(), Error> {
-        match members.iter().find(|m| m.name == member.name) {
-            Some(first) => Err(Error::new(
+    fn check_duplicate(
+        members: &[Member],
+        defined: &mut HashMap<String, usize>,
+        member: &Member,
+    ) -> Result<(), Error> {
+        match defined.get(&member.name) {
+            Some(&first) => Err(Error::new(
                 member.pos,
                 format!(
                     "duplicate member '{}' (first defined at {})",
-                    member.name, first.pos
+                    member.name, members[first].pos
                 ),
             )),
-            None => Ok(()),
+            None => {
+                defined.insert(member.name.clone(), members.len());
+                Ok(())
+            }
         }
     }
 
