@@ -216,7 +216,13 @@ impl ctf_reader {
     /// Keeps `message` as the reader's last failure.
     fn set_message(&self, message: &str) {
         let message = c_string(message);
-        *self.message.lock().unwrap_or_else(|e| e.into_inner()) = message;
+        *self.message() = message;
+    }
+
+    /// The last failure's message, under its own lock (usable after a panic, like the
+    /// state's).
+    fn message(&self) -> MutexGuard<'_, CString> {
+        self.message.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, ReaderState> {
@@ -422,11 +428,7 @@ pub unsafe extern "C" fn ctf_reader_message(reader: *const ctf_reader) -> *const
         match unsafe { ctf_reader::from_const(reader, "reader") } {
             // The CString's buffer does not move when the guard is released; it is replaced
             // (and freed) only by a later failing call, as documented.
-            Ok(reader) => reader
-                .message
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ptr(),
+            Ok(reader) => reader.message().as_ptr(),
             Err(_) => c"".as_ptr(),
         }
     })
