@@ -609,6 +609,82 @@ fn numbers_of_any_length_are_correctly_rounded() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Configuration errors
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn configuration_errors_point_at_the_key_they_are_about() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "d.ctf", "1 |x 16777217\n");
+    write(dir.path(), "e.ctf", "1 |y 16777217\n");
+    // Line 2's keys: numDataPartitions at column 17, partitionIndex at 40.
+    for (line2, col, message) in [
+        (
+            "file = \"d.ctf\"; numDataPartitions = 2; partitionIndex = 2",
+            40,
+            "parameter 'partitionIndex' (2) must be below 'numDataPartitions' (2)",
+        ),
+        (
+            "file = \"d.ctf\"; numDataPartitions = 0",
+            17,
+            "parameter 'numDataPartitions' must be at least 1",
+        ),
+        (
+            "file = \"d.ctf\"; sampleBasedRandomizationWindow = true",
+            17,
+            "'sampleBasedRandomizationWindow = true' needs a 'randomizationWindow' in samples",
+        ),
+    ] {
+        write(
+            dir.path(),
+            "c.cntk",
+            format!("reader = [\n{line2}\ninput = [ x = [ dim = 1 ; format = \"dense\" ] ]\n]\n"),
+        );
+        let r = run_expect(&["validate", "c.cntk"], Some(dir.path()), 2);
+        assert_eq!(
+            r.stderr.trim_end(),
+            format!("c.cntk:2:{col}: error: {message}")
+        );
+    }
+}
+
+#[test]
+fn a_reader_level_key_of_a_later_deserializer_is_not_ignored() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "d.ctf", "1 |x 16777217\n");
+    write(dir.path(), "e.ctf", "1 |y 16777217\n");
+    let config = |first: &str, second: &str| {
+        format!(
+            "reader = [\ndeserializers = ( [ type = \"CNTKTextFormatDeserializer\"; file = \"d.ctf\"; {first}input = [ x = [ dim = 1 ; format = \"dense\" ] ] ] :\n[ type = \"CNTKTextFormatDeserializer\"; file = \"e.ctf\"; {second}input = [ y = [ dim = 1 ; format = \"dense\" ] ] ] )\n]\n"
+        )
+    };
+    // `precision = "double"` only in the second deserializer: an error at its key (3:56),
+    // not a float reader that reads 16777217 as 16777216.
+    write(dir.path(), "c.cntk", config("", "precision = \"double\"; "));
+    for sub in ["validate", "dump"] {
+        let r = run_expect(&[sub, "c.cntk"], Some(dir.path()), 2);
+        assert_eq!(
+            r.stderr.trim_end(),
+            "c.cntk:3:56: error: parameter 'precision' of deserializer 2 is 'double', but the \
+             reader uses 'float' (the default); a reader-level parameter holds for every \
+             deserializer, so each record that gives it must give that value (give it once, \
+             in the reader record)"
+        );
+    }
+    // The same value in both deserializers is accepted, and holds for the whole reader.
+    write(
+        dir.path(),
+        "c.cntk",
+        config("precision = \"double\"; ", "precision = \"double\"; "),
+    );
+    let r = run_expect(&["dump", "c.cntk"], Some(dir.path()), 0);
+    assert_eq!(
+        r.stdout.trim_end(),
+        r#"{"key":1,"inputs":{"x":[[16777217]],"y":[[16777217]]}}"#
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // validate: diagnostics and summary
 // ---------------------------------------------------------------------------------------------
 

@@ -499,7 +499,6 @@ reader = {
     maxErrors = 7
     keepDataInMemory = true
     file = "outer.ctf"
-    traceLevel = 0
     deserializers = ({
         type = "CNTKTextFormatDeserializer"
         traceLevel = 2
@@ -514,7 +513,7 @@ reader = {
     assert_eq!(c.max_errors, 7);
     assert!(c.keep_data_in_memory);
     assert_eq!(c.files, ["outer.ctf"]);
-    assert_eq!(c.trace_level, 2, "the deserializer's own key wins");
+    assert_eq!(c.trace_level, 2, "a reader-level key in the deserializer");
 }
 
 #[test]
@@ -1452,26 +1451,184 @@ fn randomizer_and_partition_keys() {
 
 #[test]
 fn invalid_timeline_settings_are_clear_errors() {
-    for (params, fragment) in [
-        ("    randomizer = \"fancy\"", "must be 'block' or 'cntk'"),
+    // Each error points at the key it is about (the parameters start on line 4); for a
+    // relation between two keys, at the one that is wrong.
+    for (params, line, col, fragment) in [
+        (
+            "    randomizer = \"fancy\"",
+            4,
+            18,
+            "must be 'block' or 'cntk'",
+        ),
         (
             "    numDataPartitions = 0",
+            4,
+            5,
             "'numDataPartitions' must be at least 1",
         ),
         (
             "    numDataPartitions = 2\n    partitionIndex = 2",
+            5,
+            5,
             "'partitionIndex' (2) must be below 'numDataPartitions' (2)",
         ),
         (
-            "    sampleBasedRandomizationWindow = true",
+            "    partitionIndex = 2; numDataPartitions = 2",
+            4,
+            5,
+            "'partitionIndex' (2) must be below 'numDataPartitions' (2)",
+        ),
+        (
+            "    numDataPartitions = 2; partitionIndex = 2",
+            4,
+            28,
+            "'partitionIndex' (2) must be below 'numDataPartitions' (2)",
+        ),
+        (
+            "    randomize = false; sampleBasedRandomizationWindow = true",
+            4,
+            24,
             "needs a 'randomizationWindow' in samples",
         ),
         (
             "    sampleBasedRandomizationWindow = true\n    randomizationWindow = 0",
+            5,
+            5,
             "at least 1 sample",
         ),
     ] {
-        let e = error_in(&legacy(params, ONE_INPUT), None);
-        assert!(e.message().contains(fragment), "{params}: {e}");
+        assert_error(&legacy(params, ONE_INPUT), line, col, &[fragment]);
     }
+    // A key found in an enclosing record is pointed at there.
+    let text = format!(
+        "train = [\n  numDataPartitions = 0\n  {}]\n",
+        legacy("", ONE_INPUT)
+    );
+    assert_error(&text, 2, 3, &["'numDataPartitions' must be at least 1"]);
+    // So is the key of a composite reader's first deserializer.
+    let text = "reader = {\n  deserializers = ({ type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    numDataPartitions = 3; partitionIndex = 7\n    input = { x = { dim = 1; format = \"dense\" } } })\n}\n";
+    assert_error(text, 3, 28, &["'partitionIndex' (7) must be below"]);
+}
+
+/// A composite reader of two deserializers, `first` and `second` extra members of each,
+/// `params` of the reader record: every line starts at column 5 after the first.
+fn two_deserializers(params: &str, first: &str, second: &str) -> String {
+    format!(
+        "reader = {{\n    {params}\n    deserializers = ({{\n    type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    {first}\n    input = {{ x = {{ dim = 1; format = \"dense\" }} }}\n    }} : {{\n    type = \"CNTKTextFormatDeserializer\"; file = \"b\"\n    {second}\n    input = {{ y = {{ dim = 1; format = \"dense\" }} }}\n    }})\n}}\n"
+    )
+}
+
+#[test]
+fn joined_deserializer_errors_point_at_their_key() {
+    // Line 8 holds the second deserializer's file (its value at column 49), line 10 its
+    // inputs.
+    let text = two_deserializers("", "", "").replace("file = \"b\"", "file = \" \"");
+    let e = error_in(&text, None);
+    assert_eq!(
+        e.to_string(),
+        "test.cntk:8:49: error: parameter 'file' of deserializer 2 must not be an empty path",
+    );
+    let text = two_deserializers("", "", "").replace("y = { dim = 1; format = \"dense\" }", "");
+    assert_error(&text, 10, 13, &["deserializer 2 defines no inputs"]);
+}
+
+#[test]
+fn reader_level_keys_of_a_later_deserializer_must_agree() {
+    // Line 2 holds the reader record's members, line 5 the first deserializer's, line 9 the
+    // second one's; each key at column 5.
+    for (key, value, differing) in [
+        ("precision", "\"double\"", "\"float\""),
+        ("randomize", "false", "true"),
+        ("randomizationSeed", "3", "4"),
+        ("randomizationWindow", "5", "6"),
+        ("sampleBasedRandomizationWindow", "false", "true"),
+        ("keepDataInMemory", "true", "false"),
+        ("frameMode", "true", "false"),
+        ("maxErrors", "2", "0"),
+        ("traceLevel", "0", "2"),
+        ("verbosity", "1", "0"),
+        ("randomizer", "\"cntk\"", "\"block\""),
+        ("numDataPartitions", "4", "2"),
+        ("partitionIndex", "0", "1"),
+    ] {
+        let given = format!("{key} = {value}");
+        let other = format!("{key} = {differing}");
+        // The same value anywhere is accepted, and holds for the whole reader.
+        let agreeing = [
+            two_deserializers(&given, "", &given),
+            two_deserializers("", &given, &given),
+            two_deserializers(&given, &given, &given),
+            two_deserializers(&given, &given, ""),
+        ];
+        let expected = read(&two_deserializers(&given, "", ""));
+        for text in &agreeing {
+            assert_eq!(read(text), expected, "{text}");
+        }
+        // A differing value in a later deserializer is an error at its key, whether the
+        // value in effect is written (in the reader record or the first deserializer) or
+        // the default.
+        for (text, whence) in [
+            (two_deserializers(&given, "", &other), "given at 2:5"),
+            (two_deserializers("", &given, &other), "given at 5:5"),
+            (two_deserializers(&other, &given, &given), "given at 5:5"),
+        ] {
+            let place = if text.lines().nth(1) == Some(&format!("    {other}")[..]) {
+                (2, "the reader record")
+            } else {
+                (9, "deserializer 2")
+            };
+            assert_error(
+                &text,
+                place.0,
+                5,
+                &[
+                    &format!("parameter '{key}' of {}", place.1),
+                    &format!("({whence}); a reader-level parameter holds for every deserializer"),
+                ],
+            );
+        }
+        if !matches!(key, "sampleBasedRandomizationWindow" | "partitionIndex") {
+            // A value other than the default (the two skipped give the default) against it.
+            assert_error(&two_deserializers("", "", &given), 9, 5, &["(the default)"]);
+        }
+    }
+    // The repro: `precision = "double"` only in the second deserializer.
+    assert_error(
+        &two_deserializers("", "", "precision = \"double\""),
+        9,
+        5,
+        &[
+            "parameter 'precision' of deserializer 2 is 'double', but the reader uses 'float' \
+           (the default); a reader-level parameter holds for every deserializer",
+        ],
+    );
+    // `default` in a later deserializer means the default, which must agree too.
+    assert_error(
+        &two_deserializers("precision = \"double\"", "", "precision = default"),
+        9,
+        5,
+        &["is 'float', but the reader uses 'double' (given at 2:5)"],
+    );
+    // The deserializers' own parameters may differ.
+    let c = read(&two_deserializers(
+        "",
+        "skipSequenceIds = true; chunkSizeInBytes = 10; cacheIndex = true",
+        "skipSequenceIds = false; chunkSizeInBytes = 20; cacheIndex = false",
+    ));
+    assert!(c.skip_sequence_ids && c.cache_index && !c.joined[0].skip_sequence_ids);
+    assert_eq!(
+        (c.chunk_size_in_bytes, c.joined[0].chunk_size_in_bytes),
+        (10, 20)
+    );
+    // A precision given beside the configuration replaces every one in it: none is read.
+    let text = two_deserializers("precision = \"half\"", "", "precision = \"double\"");
+    let overrides = ctf_reader::config::ConfigOverrides {
+        precision: Some(Precision::Float),
+        ..Default::default()
+    };
+    let (c, _) = ConfigDocument::parse(&text, SOURCE)
+        .unwrap()
+        .reader_config_with(None, &overrides)
+        .unwrap();
+    assert_eq!(c.precision, Precision::Float);
 }

@@ -4,7 +4,7 @@
 
 mod validate;
 
-pub(crate) use validate::{validate, InputOrigin, Origin};
+pub(crate) use validate::{validate, InputOrigin, JoinedOrigin, Origin};
 
 use super::{
     InputConfig, JoinedDeserializer, Precision, RandomizerKind, ReaderConfig, ReaderForm,

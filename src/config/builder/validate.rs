@@ -21,10 +21,25 @@ pub(crate) struct Origin {
     pub file: Option<Pos>,
     /// The `input` value.
     pub input: Option<Pos>,
+    /// The key of each reader-level parameter read from the configuration, wherever it was
+    /// found (the reader record, a deserializer or an enclosing record), by its name as CNTK
+    /// spells it (`numDataPartitions`).
+    pub keys: Vec<(&'static str, Pos)>,
     /// One entry per input, in order (of every deserializer).
     pub inputs: Vec<InputOrigin>,
-    /// The record of each joined deserializer (composite readers), in order.
-    pub joined: Vec<Option<Pos>>,
+    /// Where each joined deserializer (composite readers) was written, in order.
+    pub joined: Vec<JoinedOrigin>,
+}
+
+/// Where the parameters of one joined deserializer were written.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct JoinedOrigin {
+    /// Its record.
+    pub record: Option<Pos>,
+    /// Its `file` value.
+    pub file: Option<Pos>,
+    /// Its `input` value.
+    pub input: Option<Pos>,
 }
 
 /// Where the parameters of one input were written.
@@ -50,6 +65,20 @@ impl Origin {
 
     fn input(&self, index: usize) -> InputOrigin {
         self.inputs.get(index).cloned().unwrap_or_default()
+    }
+
+    /// Where the reader-level parameter `name` was written, if it was; else the record
+    /// holding the parameters.
+    fn key_or_params(&self, name: &str) -> Option<Pos> {
+        self.key(name).or(self.params)
+    }
+
+    /// Where the key of the reader-level parameter `name` was written, if it was.
+    pub fn key(&self, name: &str) -> Option<Pos> {
+        self.keys
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|&(_, pos)| pos)
     }
 }
 
@@ -183,13 +212,13 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
     }
     if config.num_data_partitions == 0 {
         return Err(origin.error(
-            origin.params,
+            origin.key_or_params("numDataPartitions"),
             "parameter 'numDataPartitions' must be at least 1".to_string(),
         ));
     }
     if config.partition_index >= config.num_data_partitions {
         return Err(origin.error(
-            origin.params,
+            origin.key_or_params("partitionIndex"),
             format!(
                 "parameter 'partitionIndex' ({}) must be below 'numDataPartitions' ({})",
                 config.partition_index, config.num_data_partitions
@@ -200,7 +229,7 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
         match config.randomization_window {
             None => {
                 return Err(origin.error(
-                    origin.params,
+                    origin.key_or_params("sampleBasedRandomizationWindow"),
                     "'sampleBasedRandomizationWindow = true' needs a 'randomizationWindow' in \
                      samples"
                         .to_string(),
@@ -208,7 +237,7 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
             }
             Some(0) => {
                 return Err(origin.error(
-                    origin.params,
+                    origin.key_or_params("randomizationWindow"),
                     "a sample-based 'randomizationWindow' must be at least 1 sample".to_string(),
                 ))
             }
@@ -232,7 +261,8 @@ fn deserializer_of(config: &ReaderConfig, input: usize) -> usize {
 fn check_joined(config: &ReaderConfig, origin: &Origin) -> Result<(), ConfigError> {
     let mut next = config.deserializer_inputs(0).end;
     for (d, joined) in config.joined.iter().enumerate() {
-        let at = origin.joined.get(d).copied().flatten().or(origin.params);
+        let written = origin.joined.get(d).cloned().unwrap_or_default();
+        let at = written.record.or(origin.params);
         let number = d + 2;
         if joined.files.is_empty() {
             return Err(origin.error(
@@ -242,7 +272,7 @@ fn check_joined(config: &ReaderConfig, origin: &Origin) -> Result<(), ConfigErro
         }
         if joined.files.iter().any(|f| f.trim().is_empty()) {
             return Err(origin.error(
-                at,
+                written.file.or(at),
                 format!("parameter 'file' of deserializer {number} must not be an empty path"),
             ));
         }
@@ -259,7 +289,7 @@ fn check_joined(config: &ReaderConfig, origin: &Origin) -> Result<(), ConfigErro
         }
         if joined.inputs.is_empty() {
             return Err(origin.error(
-                at,
+                written.input.or(at),
                 format!("deserializer {number} defines no inputs; at least one is required"),
             ));
         }

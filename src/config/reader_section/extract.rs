@@ -8,7 +8,7 @@
 //! legacy configuration language does (`format = dense`, `randomize = none`).
 
 use crate::config::brainscript::{Error, Evaluator, ExprKind, Pos, RecordValue, Value};
-use crate::config::builder::{defaults, validate, InputOrigin, Origin};
+use crate::config::builder::{defaults, validate, InputOrigin, JoinedOrigin, Origin};
 use crate::config::{
     ConfigError, ConfigOverrides, ConfigWarning, InputConfig, JoinedDeserializer, Precision,
     RandomizerKind, ReaderConfig, ReaderForm, StorageFormat,
@@ -29,8 +29,53 @@ struct Param<'a> {
     /// How error messages name it: "parameter 'dim' of input 'x'".
     label: String,
     raw: Raw<'a>,
+    /// Where its value was written.
     pos: Pos,
+    /// Where its key was written.
+    key: Pos,
 }
+
+/// A reader-level parameter's value in a configuration, as it would be written.
+type WrittenValue = fn(&ReaderConfig) -> String;
+
+/// The parameters that hold for the whole reader, with their value in a configuration as it
+/// would be written. Every other reader parameter (`file`, `input`, `skipSequenceIds`,
+/// `chunkSizeInBytes`, `cacheIndex`) belongs to each deserializer of a composite reader.
+const READER_WIDE_PARAMS: [(&str, WrittenValue); 13] = [
+    ("precision", |c| {
+        match c.precision {
+            Precision::Float => "'float'",
+            Precision::Double => "'double'",
+        }
+        .to_string()
+    }),
+    ("randomize", |c| c.randomize.to_string()),
+    ("randomizationSeed", |c| c.randomization_seed.to_string()),
+    ("randomizationWindow", |c| {
+        c.randomization_window
+            .map_or_else(|| "'auto'".to_string(), |w| w.to_string())
+    }),
+    // Unset acts as false (see `ReaderConfig::window`).
+    ("sampleBasedRandomizationWindow", |c| {
+        c.sample_based_randomization_window
+            .unwrap_or(false)
+            .to_string()
+    }),
+    ("keepDataInMemory", |c| c.keep_data_in_memory.to_string()),
+    ("frameMode", |c| c.frame_mode.to_string()),
+    ("maxErrors", |c| c.max_errors.to_string()),
+    ("traceLevel", |c| c.trace_level.to_string()),
+    ("verbosity", |c| c.verbosity.to_string()),
+    ("randomizer", |c| {
+        match c.randomizer {
+            RandomizerKind::Block => "'block'",
+            RandomizerKind::Cntk => "'cntk'",
+        }
+        .to_string()
+    }),
+    ("numDataPartitions", |c| c.num_data_partitions.to_string()),
+    ("partitionIndex", |c| c.partition_index.to_string()),
+];
 
 /// Reads one reader section; collects warnings on the way.
 struct Extractor<'e, 'a> {
@@ -195,6 +240,7 @@ impl<'a> Extractor<'_, 'a> {
         };
         let expr = &found.member.value;
         let pos = expr.pos;
+        let key_pos = found.member.pos;
         let undefined_word = match &expr.kind {
             ExprKind::Ident(name) => match found.owner.find_outward(name) {
                 Ok(None) => Some(name.clone()),
@@ -211,7 +257,12 @@ impl<'a> Extractor<'_, 'a> {
                     .map_err(|e| self.eval_error(&label, pos, &e))?,
             ),
         };
-        let param = Param { label, raw, pos };
+        let param = Param {
+            label,
+            raw,
+            pos,
+            key: key_pos,
+        };
         if param
             .text()
             .is_some_and(|t| t.eq_ignore_ascii_case("default"))
@@ -268,14 +319,35 @@ impl<'a> Extractor<'_, 'a> {
                     ));
                 }
                 let mut merged: Option<(ReaderConfig, Origin)> = None;
-                for deserializer in &deserializers {
+                for (d, deserializer) in deserializers.iter().enumerate() {
                     self.check_keys(deserializer, None)?;
                     let primary = merged.is_none();
                     let (config, origin) =
                         self.parameters(deserializer, ReaderForm::Composite, primary)?;
                     merged = Some(match merged {
-                        None => (config, origin),
+                        None => {
+                            // The reader record's own reader-level values must agree with
+                            // the first deserializer's, which hold for the whole reader.
+                            let mut reader_view = defaults();
+                            self.reader_wide(reader, &mut reader_view, &mut Origin::default())?;
+                            self.check_agreement(
+                                reader,
+                                "the reader record",
+                                &reader_view,
+                                &config,
+                                &origin,
+                            )?;
+                            (config, origin)
+                        }
                         Some((primary, primary_origin)) => {
+                            let number = d + 1;
+                            self.check_agreement(
+                                deserializer,
+                                &format!("deserializer {number}"),
+                                &config,
+                                &primary,
+                                &primary_origin,
+                            )?;
                             join(primary, primary_origin, config, origin, deserializer.pos())
                         }
                     });
@@ -462,6 +534,7 @@ impl<'a> Extractor<'_, 'a> {
                             label: p.label.clone(),
                             raw: Raw::Value(Value::Str(s.clone())),
                             pos: p.pos,
+                            key: p.key,
                         }
                         .string(src),
                         other => Err(p.error(
@@ -491,9 +564,36 @@ impl<'a> Extractor<'_, 'a> {
                 origin.inputs.push(at);
             }
         }
-        if let Some(precision) = overrides.precision {
+        // The parameters of each deserializer.
+        let flags: [(&str, &mut bool); 2] = [
+            ("skipSequenceIds", &mut config.skip_sequence_ids),
+            ("cacheIndex", &mut config.cache_index),
+        ];
+        for (key, slot) in flags {
+            if let Some(p) = self.reader_param(params, key)? {
+                *slot = p.boolean(src)?;
+            }
+        }
+        if let Some(p) = self.reader_param(params, "chunkSizeInBytes")? {
+            config.chunk_size_in_bytes = p.u64(src)?;
+        }
+        self.reader_wide(params, &mut config, &mut origin)?;
+        Ok((config, origin))
+    }
+
+    /// Reads the reader-level parameters (see [`READER_WIDE_PARAMS`]) as `params` sees
+    /// them: its own, else those of the enclosing records; `origin` records each key found.
+    fn reader_wide(
+        &mut self,
+        params: &RecordValue<'a>,
+        config: &mut ReaderConfig,
+        origin: &mut Origin,
+    ) -> Result<(), ConfigError> {
+        let source = self.source.clone();
+        let src = source.as_str();
+        if let Some(precision) = self.overrides.precision {
             config.precision = precision;
-        } else if let Some(p) = self.reader_param(params, "precision")? {
+        } else if let Some(p) = self.wide_param(params, origin, "precision")? {
             let s = p.string(src)?;
             config.precision = if s.eq_ignore_ascii_case("float") {
                 Precision::Float
@@ -506,49 +606,44 @@ impl<'a> Extractor<'_, 'a> {
                 ));
             };
         }
-        if let Some(p) = self.reader_param(params, "randomize")? {
+        if let Some(p) = self.wide_param(params, origin, "randomize")? {
             config.randomize = match p.text() {
                 Some(t) if t.eq_ignore_ascii_case("none") => false,
                 Some(t) if t.eq_ignore_ascii_case("auto") => true,
                 _ => p.boolean(src)?,
             };
         }
-        if let Some(p) = self.reader_param(params, "randomizationSeed")? {
+        if let Some(p) = self.wide_param(params, origin, "randomizationSeed")? {
             config.randomization_seed = p.u64(src)?;
         }
-        if let Some(p) = self.reader_param(params, "randomizationWindow")? {
+        if let Some(p) = self.wide_param(params, origin, "randomizationWindow")? {
             config.randomization_window = match p.text() {
                 Some(t) if t.eq_ignore_ascii_case("auto") => None,
                 _ => Some(p.u64(src)?),
             };
         }
-        if let Some(p) = self.reader_param(params, "sampleBasedRandomizationWindow")? {
+        if let Some(p) = self.wide_param(params, origin, "sampleBasedRandomizationWindow")? {
             config.sample_based_randomization_window = Some(p.boolean(src)?);
         }
-        let flags: [(&str, &mut bool); 4] = [
-            ("skipSequenceIds", &mut config.skip_sequence_ids),
+        let flags: [(&'static str, &mut bool); 2] = [
             ("keepDataInMemory", &mut config.keep_data_in_memory),
             ("frameMode", &mut config.frame_mode),
-            ("cacheIndex", &mut config.cache_index),
         ];
         for (key, slot) in flags {
-            if let Some(p) = self.reader_param(params, key)? {
+            if let Some(p) = self.wide_param(params, origin, key)? {
                 *slot = p.boolean(src)?;
             }
         }
-        if let Some(p) = self.reader_param(params, "maxErrors")? {
+        if let Some(p) = self.wide_param(params, origin, "maxErrors")? {
             config.max_errors = p.u64(src)?;
         }
-        if let Some(p) = self.reader_param(params, "chunkSizeInBytes")? {
-            config.chunk_size_in_bytes = p.u64(src)?;
-        }
-        if let Some(p) = self.reader_param(params, "traceLevel")? {
+        if let Some(p) = self.wide_param(params, origin, "traceLevel")? {
             config.trace_level = p.u32(src)?;
         }
-        if let Some(p) = self.reader_param(params, "verbosity")? {
+        if let Some(p) = self.wide_param(params, origin, "verbosity")? {
             config.verbosity = p.u32(src)?;
         }
-        if let Some(p) = self.reader_param(params, "randomizer")? {
+        if let Some(p) = self.wide_param(params, origin, "randomizer")? {
             let s = p.string(src)?;
             config.randomizer =
                 if s.eq_ignore_ascii_case("block") || s.eq_ignore_ascii_case("default") {
@@ -562,13 +657,70 @@ impl<'a> Extractor<'_, 'a> {
                     ));
                 };
         }
-        if let Some(p) = self.reader_param(params, "numDataPartitions")? {
+        if let Some(p) = self.wide_param(params, origin, "numDataPartitions")? {
             config.num_data_partitions = p.u32(src)?;
         }
-        if let Some(p) = self.reader_param(params, "partitionIndex")? {
+        if let Some(p) = self.wide_param(params, origin, "partitionIndex")? {
             config.partition_index = p.u32(src)?;
         }
-        Ok((config, origin))
+        Ok(())
+    }
+
+    /// Checks that every reader-level parameter that `record` (named `what` in messages)
+    /// writes itself has the value in effect for the whole reader: a reader-level parameter
+    /// written in a deserializer or the reader record and not used would be ignored.
+    /// `view` holds the values as `record` sees them; `effective` and `effective_origin`
+    /// those in effect (the first deserializer's) and where they were written. A parameter
+    /// replaced by the overrides is not read, so not compared.
+    fn check_agreement(
+        &self,
+        record: &RecordValue<'a>,
+        what: &str,
+        view: &ReaderConfig,
+        effective: &ReaderConfig,
+        effective_origin: &Origin,
+    ) -> Result<(), ConfigError> {
+        for (key, value_of) in READER_WIDE_PARAMS {
+            if key == "precision" && self.overrides.precision.is_some() {
+                continue;
+            }
+            let Some(found) = record.find(key).map_err(|e| self.script_error(&e))? else {
+                continue;
+            };
+            let (written, in_effect) = (value_of(view), value_of(effective));
+            if written == in_effect {
+                continue;
+            }
+            let whence = match effective_origin.key(key) {
+                Some(at) => format!("given at {at}"),
+                None => "the default".to_string(),
+            };
+            return Err(ConfigError::at(
+                &self.source,
+                found.member.pos,
+                format!(
+                    "parameter '{key}' of {what} is {written}, but the reader uses {in_effect} \
+                     ({whence}); a reader-level parameter holds for every deserializer, so \
+                     each record that gives it must give that value (give it once, in the \
+                     reader record)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A reader-level parameter, its key recorded in `origin`.
+    fn wide_param(
+        &mut self,
+        params: &RecordValue<'a>,
+        origin: &mut Origin,
+        key: &'static str,
+    ) -> Result<Option<Param<'a>>, ConfigError> {
+        let found = self.reader_param(params, key)?;
+        if let Some(p) = &found {
+            origin.keys.push((key, p.key));
+        }
+        Ok(found)
     }
 
     /// One input of the `input` record.
@@ -642,7 +794,7 @@ impl<'a> Extractor<'_, 'a> {
 
 /// Appends a deserializer read on its own (`config`, written at `pos`) to a composite
 /// configuration as a joined deserializer. Reader-level parameters stay those of the first
-/// deserializer: they are found through the reader record by every deserializer alike.
+/// deserializer (`check_agreement` has checked that this one gives none that differs).
 fn join(
     mut primary: ReaderConfig,
     mut origin: Origin,
@@ -660,7 +812,11 @@ fn join(
         cache_index: config.cache_index,
     });
     origin.inputs.extend(config_origin.inputs);
-    origin.joined.push(Some(pos));
+    origin.joined.push(JoinedOrigin {
+        record: Some(pos),
+        file: config_origin.file,
+        input: config_origin.input,
+    });
     (primary, origin)
 }
 
@@ -677,6 +833,21 @@ mod tests {
         assert_eq!(whole(f64::INFINITY), None);
         assert_eq!(whole(f64::NAN), None);
         assert_eq!(whole(1e30), None);
+    }
+
+    #[test]
+    fn every_reader_parameter_is_reader_wide_or_of_each_deserializer() {
+        let of_each_deserializer = [
+            "file",
+            "input",
+            "skipSequenceIds",
+            "chunkSizeInBytes",
+            "cacheIndex",
+        ];
+        for key in super::super::keys::READER_PARAMS {
+            let wide = READER_WIDE_PARAMS.iter().any(|(k, _)| *k == key);
+            assert!(wide != of_each_deserializer.contains(&key), "{key}");
+        }
     }
 
     #[test]
