@@ -525,6 +525,61 @@ fn whitespace_before_the_first_id_keeps_id_mode() {
 }
 
 #[test]
+fn skip_sequence_ids_skips_digits_after_the_whitespace_that_starts_a_file() {
+    // CNTK's index starts the first sequence past a file's leading whitespace and its parser
+    // skips the digits at a row's start (CNTK-BEHAVIOUR §3.2, §4.1): with skipSequenceIds,
+    // `  5 |a 1` as the first line is sequence 0 (its line), read the same by `dump`,
+    // `validate` and `read` (through the index, parsing while indexing or not).
+    let dir = TempDir::new().unwrap();
+    let data = write(dir.path(), "d.ctf", "\n \t5 |a 1\n6 |a 2\n|a 3\n");
+    let args = [
+        "--file",
+        s(&data),
+        "--input",
+        "a:1:dense",
+        "--skip-sequence-ids",
+    ];
+    let r = run_expect(&[&["dump"], &args[..]].concat(), None, 0);
+    assert_eq!(
+        r.stdout,
+        "{\"key\":1,\"inputs\":{\"a\":[[1]]}}\n{\"key\":2,\"inputs\":{\"a\":[[2]]}}\n\
+         {\"key\":3,\"inputs\":{\"a\":[[3]]}}\n"
+    );
+    let r = run_expect(&[&["validate"], &args[..]].concat(), None, 0);
+    assert_eq!(r.stderr, "");
+    assert_eq!(summary(&r.stdout, "sequences"), "3 valid, 0 invalid");
+    for extra in [&[][..], &["--no-parse-while-indexing"]] {
+        let read = [&["read"], &args[..], &["--mb-size", "3", "--jsonl"], extra].concat();
+        let r = run_expect(&read, None, 0);
+        // (In the randomized order.)
+        let mut keys: Vec<u64> = json_lines(&r.stdout)
+            .iter()
+            .flat_map(|mb| mb.at("sequences").arr().to_vec())
+            .map(|k| k.num().parse().unwrap())
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, [1, 2, 3]);
+    }
+    // On a later line, digits after whitespace are junk, as in CNTK: an error at the digit.
+    let data = write(dir.path(), "late.ctf", "5 |a 1\n  6 |a 2\n");
+    let r = run_expect(
+        &[
+            "validate",
+            "--file",
+            s(&data),
+            "--input",
+            "a:1:dense",
+            "--skip-sequence-ids",
+        ],
+        None,
+        1,
+    );
+    let errors = diags(&r.stderr, "error");
+    assert_eq!(errors.len(), 1, "{}", r.stderr);
+    assert_eq!((errors[0].line, errors[0].col), (2, 3), "{}", r.stderr);
+}
+
+#[test]
 fn dump_input_alias_and_empty_sparse_samples() {
     let dir = TempDir::new().unwrap();
     let data = write(dir.path(), "d.ctf", "1 |L 3:1 1:2 |F 1 2\n1 |F 3 4 |L\n");

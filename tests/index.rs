@@ -394,6 +394,41 @@ fn whitespace_before_the_first_id_reads_the_same_through_the_index() {
     assert!(read.diagnostics.is_empty());
 }
 
+/// With `skipSequenceIds`, digits after the whitespace that starts a file are skipped, as CNTK
+/// does (its index starts the first sequence past that whitespace, its parser skips digits at
+/// a row's start); on any later line, and after a line with content, they are junk. A chunk
+/// loaded on its own must tell the two apart, also past a long run of blank lines.
+#[test]
+fn skip_sequence_ids_reads_digits_after_leading_whitespace_the_same_through_the_index() {
+    let inputs = vec![InputConfig::dense("a", 2), InputConfig::sparse("b", 5)];
+    let long_blank = [
+        &b"\n  \r\n"[..],
+        &[b'\n'; 70_000][..],
+        b"\t 5 |a 1 2\n|a 3 4\n",
+    ]
+    .concat();
+    let cases: [(&[u8], &[u64], &[u64]); 7] = [
+        (b"  5 |a 1 2\n6 |a 3 4\n", &[0, 1], &[]),
+        (b"\xEF\xBB\xBF\t5 |a 1 2 |b\n|a 3 4\n", &[0, 1], &[]),
+        (b"\n \n  5 |a 1 2\n  6 |a 3 4\n", &[2], &[4]),
+        (b"  5 |# c\n  6 |a 3 4\n|a 5 6\n", &[2], &[2]),
+        (b"|# c\n  5 |a 1 2\n|a 3 4\n", &[2], &[2]),
+        (b"|zz 1\n  5 |a 1 2\n", &[], &[2]),
+        (&long_blank, &[70_002, 70_003], &[]),
+    ];
+    for (text, keys, error_lines) in cases {
+        assert_same_as_stream(&[text.to_vec()], &inputs, true);
+        assert_same_as_stream(&[text.to_vec(), text.to_vec()], &inputs, true);
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_files(dir.path(), &[text.to_vec()]);
+        let (read, _) = via_chunks(&config(&files, &inputs[..1], 0, true), 1).unwrap();
+        let got: Vec<u64> = read.sequences.sequences.iter().map(|s| s.key).collect();
+        assert_eq!(got, keys, "{:?}", String::from_utf8_lossy(text));
+        let lines: Vec<u64> = read.diagnostics.iter().map(|(_, d)| d.line).collect();
+        assert_eq!(lines, error_lines, "{:?}", String::from_utf8_lossy(text));
+    }
+}
+
 fn dense_a() -> Vec<InputConfig> {
     vec![InputConfig::dense("a", 1), InputConfig::sparse("b", 10)]
 }

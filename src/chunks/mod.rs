@@ -24,7 +24,8 @@ use std::sync::Arc;
 
 use crate::config::{InputConfig, ReaderConfig};
 use crate::diag::Diagnostic;
-use crate::index::{CorpusIndex, FileStamp, IndexedFile};
+use crate::index::{CorpusIndex, FileStamp, IndexedFile, KeyMode};
+use crate::parser::stream::byte_order_mark_len;
 use crate::parser::{
     BufferLengths, Element, InvalidSequence, ParsedSequences, StreamOptions, StreamParser,
 };
@@ -180,6 +181,44 @@ fn check_file(file: &File, indexed: &IndexedFile) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// Whether `text` begins with whitespace and then a digit: the one first line of a
+/// line-mode range whose parse depends on whether it is its file's first line with content
+/// (see [`StreamParser::range_starts_at_first_content`]).
+fn starts_with_digits_after_space(text: &[u8]) -> bool {
+    let digit_at = text
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\r'))
+        .unwrap_or(0);
+    digit_at > 0 && text[digit_at].is_ascii_digit()
+}
+
+/// Whether the first `end` bytes of `file` are only a UTF-8 byte order mark, whitespace and
+/// line feeds: then the line at `end` is the file's first line with content. Reads up to
+/// the first byte that is not (a line-mode file has content before its first sequence only
+/// when it begins with lines that hold none, a comment say, and then that comes early).
+fn only_space_before(file: &File, end: u64) -> io::Result<bool> {
+    let mut block = vec![0u8; (end.min(64 << 10)) as usize];
+    let mut offset = 0u64;
+    while offset < end {
+        let len = (end - offset).min(block.len() as u64) as usize;
+        file.read_exact_at(&mut block[..len], offset)?;
+        let mut text = &block[..len];
+        if offset == 0 {
+            // (A UTF-16 mark is refused when the file is indexed.)
+            let bom = byte_order_mark_len(text).unwrap_or(0);
+            text = &text[bom..];
+        }
+        if !text
+            .iter()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        {
+            return Ok(false);
+        }
+        offset += len as u64;
+    }
+    Ok(true)
+}
+
 /// The bytes of the sequences `part` of `chunk`, within the chunk: from its first sequence
 /// (the chunk's start for the first part) to the next part's first sequence (the chunk's end
 /// for the last part).
@@ -289,6 +328,14 @@ impl<T: Element> ChunkLoader<T> {
             }
             Err(e) => return Err(io_error(e)),
         }
+        // A file's first sequence may be on its first line with content, where digits after
+        // whitespace are skipped in line mode; elsewhere they are junk. (What comes before
+        // it is read before the file is checked again, as the chunk is.)
+        let at_first_content = part.start == 0
+            && chunk == indexed.chunks.start
+            && indexed.mode == KeyMode::Lines
+            && starts_with_digits_after_space(&self.buffer)
+            && only_space_before(file, c.start).map_err(io_error)?;
         match &mut self.deferred_checks {
             None => check_file(file, indexed)?,
             Some(touched) if !touched.contains(&c.file) => touched.push(c.file),
@@ -313,6 +360,9 @@ impl<T: Element> ChunkLoader<T> {
             .collect();
         self.parser
             .start_range(indexed.mode, first_line, indexed.key_base, repeated_lines);
+        if at_first_content {
+            self.parser.range_starts_at_first_content();
+        }
         if let Some((bytes, lengths)) = &self.last_part {
             self.parser.reserve_output(lengths, to - from, *bytes);
         }

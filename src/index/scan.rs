@@ -519,10 +519,15 @@ impl Scanner {
                         Some(&b) => {
                             // As CNTK, the whitespace before the first content is skipped: a
                             // digit after it starts an id (the parser's `open_line` skips it
-                            // too), anything else means line mode. The line still starts at
-                            // its first byte.
-                            if b.is_ascii_digit() && !self.skip_sequence_ids {
-                                self.decide(KeyMode::Ids);
+                            // too), or with `skipSequenceIds` digits skipped as at the start
+                            // of any line; anything else means line mode. The line still
+                            // starts at its first byte.
+                            if b.is_ascii_digit() {
+                                self.decide(if self.skip_sequence_ids {
+                                    KeyMode::Lines
+                                } else {
+                                    KeyMode::Ids
+                                });
                                 self.state = State::Id;
                             } else {
                                 self.decide(KeyMode::Lines);
@@ -1150,5 +1155,29 @@ mod tests {
         let (seqs, summary) = scan_pieces(b"5 |a 1\n5 |a 2\n", 4, &inputs(), true).unwrap();
         assert_eq!(summary.mode, KeyMode::Lines);
         assert_eq!(seqs.iter().map(|s| s.key).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn skip_sequence_ids_skips_digits_after_the_whitespace_that_starts_a_file() {
+        // As the parser (and CNTK, whose parser skips the digits where its index starts the
+        // first sequence, past the whitespace): the digits are no junk, so a first line of
+        // only an id, or of an id and a comment, belongs to no sequence. On a later line
+        // digits after whitespace are junk: the line is a sequence the parser reports.
+        let spans_skipping = |text: &[u8]| {
+            let whole = scan_pieces(text, usize::MAX, &inputs(), true).unwrap();
+            for piece in 1..8 {
+                let split = scan_pieces(text, piece, &inputs(), true).unwrap();
+                assert_eq!(split, whole, "piece size {piece}");
+            }
+            assert_eq!(whole.1.mode, KeyMode::Lines);
+            let spans: Vec<_> = whole.0.iter().map(|s| (s.key, s.start, s.line)).collect();
+            spans
+        };
+        assert_eq!(spans_skipping(b"  5 |# c\n|a 1 2\n"), [(1, 9, 2)]);
+        assert_eq!(spans_skipping(b"\n \t5\n7 |a 1 2\n"), [(2, 5, 3)]);
+        assert_eq!(
+            spans_skipping(b"\t5 |a 1 2\n  6 |# c\n"),
+            [(0, 0, 1), (1, 10, 2)]
+        );
     }
 }

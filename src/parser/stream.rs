@@ -2,7 +2,8 @@
 //!
 //! It finds lines, strips the UTF-8 BOM, decides between id mode and line mode from the
 //! first byte that is not whitespace (CNTK-BEHAVIOUR §4.1: a digit there is an id, which
-//! alone of the file's ids may follow whitespace), groups lines into sequences, applies the
+//! alone of the file's ids may follow whitespace; with `skipSequenceIds`, digits there are
+//! skipped like those at the start of any line), groups lines into sequences, applies the
 //! sequence rules of SPEC §1 and §7.1 and rolls back invalid sequences. It knows nothing of
 //! files: the reader feeds it the bytes of one file after another and attaches file names to
 //! what it reports. Feeding the same bytes split at any point gives the same result.
@@ -215,6 +216,10 @@ pub struct StreamParser<T> {
     at_file_start: bool,
     saw_content: bool,
     mode: Mode,
+    /// Whether the next line to open a sequence is the first line with content of its file
+    /// (only a BOM and whitespace before it), where the whitespace before the digits is
+    /// skipped in line mode too, as CNTK skips it ([`open_line`](Self::open_line)).
+    at_first_content: bool,
     /// 1-based number of the next line of the current file.
     next_line: u64,
     /// Line-mode key of the first line of the current file.
@@ -256,6 +261,7 @@ impl<T: Element> StreamParser<T> {
             at_file_start: true,
             saw_content: false,
             mode: Mode::Undecided,
+            at_first_content: false,
             next_line: 1,
             key_base: 0,
             repeats: RepeatCheck::Track(HashSet::new()),
@@ -310,6 +316,7 @@ impl<T: Element> StreamParser<T> {
         self.at_file_start = true;
         self.saw_content = false;
         self.mode = Mode::Undecided;
+        self.at_first_content = false;
         self.next_line = 1;
         self.key_base = key_base;
         self.open = None;
@@ -520,6 +527,14 @@ impl<T: Element> StreamParser<T> {
         };
     }
 
+    /// Marks the range begun by [`start_range`](Self::start_range) as starting at its file's
+    /// first line with content (only a BOM and whitespace come before it in the file): as in
+    /// the parse of the whole file, that line's digits are skipped even after whitespace in
+    /// line mode (CNTK-BEHAVIOUR §4.1).
+    pub fn range_starts_at_first_content(&mut self) {
+        self.at_first_content = true;
+    }
+
     /// Reserves output room for text `num / den` times the size of text that gave buffers of
     /// `lengths` (see [`ParsedSequences::reserve_like`]).
     pub fn reserve_output(&mut self, lengths: &BufferLengths, num: u64, den: u64) {
@@ -673,6 +688,7 @@ impl<T: Element> StreamParser<T> {
                 Mode::Lines
             };
             self.saw_content = true;
+            self.at_first_content = true;
         }
         // The id: digits at the very start of the line (ignored in line mode, like CNTK). A
         // line whose id bytes are those of the line that opened the open sequence continues
@@ -771,8 +787,11 @@ impl<T: Element> StreamParser<T> {
     ///
     /// In id mode with no sequence open (the first line with content of a file, or the first
     /// line of a range, which starts a sequence) the id may follow whitespace, which CNTK
-    /// skips at the start of a file: only there. The sequence still starts at the line's
-    /// start, as in the index, and columns still count from it.
+    /// skips at the start of a file: only there. So may, in line mode, the digits of the
+    /// file's first line with content, which CNTK's parser then skips as it skips the digits
+    /// at the start of every line (its index starts that line's sequence past the
+    /// whitespace; CNTK-BEHAVIOUR §3.2, §4.1). The sequence still starts at the line's start,
+    /// as in the index, and columns still count from it.
     fn open_line(
         &mut self,
         buf: &[u8],
@@ -782,7 +801,9 @@ impl<T: Element> StreamParser<T> {
         line_no: u64,
     ) -> usize {
         let mut id_start = start;
-        if self.mode == Mode::Ids && self.open.is_none() {
+        // (In line mode, where no sequence is open at a line's start, one test of a flag.)
+        if (self.mode == Mode::Ids || self.at_first_content) && self.open.is_none() {
+            self.at_first_content = false;
             id_start = skip_space(buf, start);
             if id_start != start {
                 word = load_word(buf, id_start);
@@ -1413,6 +1434,72 @@ mod tests {
         };
         let p = parse_pieces(&[b"  |a 1 |b\n5 |a 2 |b\n"], skip).unwrap();
         assert_eq!(p.keys, [0, 1]);
+    }
+
+    #[test]
+    fn skip_sequence_ids_skips_digits_after_the_whitespace_that_starts_a_file() {
+        // CNTK's index starts a file's first sequence past its leading whitespace (BOM and
+        // blank lines included), and its parser skips the digits at the start of every
+        // sequence's rows (CNTK-BEHAVIOUR §3.2, §4.1): with `skipSequenceIds`, `  5 |a 1` as
+        // the first line is a sequence whose key is its line, with the id skipped.
+        let skip = StreamOptions {
+            skip_sequence_ids: true,
+            frame_mode: false,
+        };
+        for (text, keys) in [
+            (&b"  5 |a 1 |b\n6 |a 2 |b\n"[..], [0, 1]),
+            (b"\t77|a 1 |b\n|a 2 |b", [0, 1]),
+            (b"\xEF\xBB\xBF \r5 |a 1 |b\n6 |a 2 |b\n", [0, 1]),
+            (b"\n \r\n\t 5 |a 1 |b\n|a 2 |b\n", [2, 3]),
+        ] {
+            for piece in 1..=text.len() {
+                let pieces: Vec<&[u8]> = text.chunks(piece).collect();
+                let p = parse_pieces(&pieces, skip).unwrap();
+                assert_eq!(p.keys, keys, "{text:?} in pieces of {piece}");
+                assert!(p.errors.is_empty(), "{text:?}: {:?}", p.errors);
+            }
+        }
+        // Digits that follow whitespace on a later line are junk, as in CNTK, whose parser
+        // skips digits only at a row's first byte; digits there are skipped.
+        let p = parse_pieces(&[b"  5 |a 1 |b\n  6 |a 2 |b\n7 |a 3 |b\n"], skip).unwrap();
+        assert_eq!(p.keys, [0, 2]);
+        assert_eq!(p.errors.len(), 1);
+        assert_eq!(p.errors[0].0, 2);
+        // A line of only an id holds nothing; columns count from the line's first byte.
+        let p = parse_pieces(&[b"  5\n|a 1 |b\n"], skip).unwrap();
+        assert_eq!(p.keys, [1]);
+        assert_eq!(p.counts.skipped_lines, 1);
+        let mut parser = StreamParser::<f32>::new(&inputs(), skip);
+        parser.feed(b"  5 |a x |b\n").unwrap();
+        parser.finish_file().unwrap();
+        let d = &parser.diagnostics()[0];
+        assert_eq!((d.severity, d.line, d.col), (Severity::Error, 1, 8));
+    }
+
+    #[test]
+    fn a_line_mode_range_at_a_files_first_content_skips_digits_after_whitespace() {
+        // The chunk loader marks a range that starts at its file's first line with content;
+        // any other line-mode range keeps digits after whitespace as junk.
+        let skip = StreamOptions {
+            skip_sequence_ids: true,
+            frame_mode: false,
+        };
+        let text = b" \t 5 |a 1 |b\n6 |a 2 |b\n";
+        let mut p = StreamParser::<f32>::new(&inputs(), skip);
+        p.start_range(KeyMode::Lines, 3, 10, Vec::new());
+        p.range_starts_at_first_content();
+        p.feed(text).unwrap();
+        p.finish_file().unwrap();
+        let keys: Vec<u64> = p.sequences().sequences.iter().map(|s| s.key).collect();
+        assert_eq!(keys, [12, 13]);
+        assert!(p.diagnostics().is_empty());
+        let mut p = StreamParser::<f32>::new(&inputs(), skip);
+        p.start_range(KeyMode::Lines, 3, 10, Vec::new());
+        p.feed(text).unwrap();
+        p.finish_file().unwrap();
+        let keys: Vec<u64> = p.sequences().sequences.iter().map(|s| s.key).collect();
+        assert_eq!(keys, [13]);
+        assert_eq!(p.diagnostics()[0].line, 3);
     }
 
     #[test]

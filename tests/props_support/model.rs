@@ -792,6 +792,11 @@ impl Writer<'_, '_> {
         let mut line = Vec::new();
         let may_id = self.mode != Mode::Ids && (self.nonblank_seen || self.mode == Mode::SkipIds);
         if may_id && src.chance(25) {
+            if !self.nonblank_seen && src.chance(50) {
+                // Whitespace before the file's first content, which CNTK skips, and so the
+                // ignored id after it (CNTK-BEHAVIOUR §4.1).
+                line.extend(ws(src, 1, 2));
+            }
             line.extend(ignored_id(src));
             line.extend(ws(src, 0, 2));
         }
@@ -862,6 +867,11 @@ pub fn render(src: &mut Src, ds: &Dataset, key_base: u64) -> Rendered {
             }
             let src = &mut *w.src;
             let mut line = Vec::new();
+            if !w.nonblank_seen && ds.mode != Mode::Lines && src.chance(30) {
+                // Whitespace before the file's first content, which CNTK skips: the first
+                // id, kept or ignored, may follow it (CNTK-BEHAVIOUR §4.1).
+                line.extend(ws(src, 1, 2));
+            }
             match ds.mode {
                 Mode::Ids => {
                     if j == 0 || src.chance(50) {

@@ -224,9 +224,10 @@ pub fn reference_in_corpus<T: Flt>(
                 // The first byte that is not whitespace decides; CNTK skips the whitespace
                 // before the first id (the only id that may follow whitespace).
                 let first = line.iter().position(|&b| !is_ws(b)).unwrap_or(0);
+                // With skipSequenceIds its digits are skipped as at the start of any line.
                 let ids = !options.skip_sequence_ids && line[first].is_ascii_digit();
                 id_mode = Some(ids);
-                if ids {
+                if line[first].is_ascii_digit() {
                     lead = first;
                 }
                 ids
