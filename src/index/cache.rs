@@ -15,14 +15,14 @@
 //! content hash ([`content_hash`](crate::index::files::content_hash)) are those recorded;
 //! device and inode are not stored, so a copied directory keeps valid caches.
 //!
-//! # Format, version 1
+//! # Format, version 2
 //!
 //! All integers are little-endian. Offsets are from the start of the cache file.
 //!
 //! | Offset | Size | Field |
 //! |---|---|---|
 //! | 0 | 8 | magic `b"CTFINDEX"` |
-//! | 8 | 4 | format version, u32 = 1 |
+//! | 8 | 4 | format version, u32 = 2 |
 //! | 12 | 4 | flags, u32: bit 0 the data file is in line mode; bit 1 `skipSequenceIds`; other bits 0 |
 //! | 16 | 8 | data file size in bytes, u64 |
 //! | 24 | 8 | data file modification time: seconds since the Unix epoch, i64 (negative before it) |
@@ -44,6 +44,11 @@
 //! in increasing order of start offset and of line; a record is never empty and never has
 //! more samples than bytes. The options block is also the fingerprint hashed into the cache
 //! file's name.
+//!
+//! Version 2 has version 1's layout; the scan that fills it changed: whitespace before a
+//! file's first id no longer makes the file line mode, and with `skipSequenceIds` digits
+//! after that whitespace are skipped. A version 1 cache of such a file lists other
+//! sequences, so every version 1 cache is ignored with a warning and made again.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -69,7 +74,7 @@ use crate::index::{
 use crate::sync::thread;
 
 /// Version of the cache format this build reads and writes.
-pub const CACHE_FORMAT_VERSION: u32 = 1;
+pub const CACHE_FORMAT_VERSION: u32 = 2;
 
 /// The first 8 bytes of every index cache file.
 pub const CACHE_MAGIC: [u8; 8] = *b"CTFINDEX";
