@@ -776,6 +776,71 @@ fn unmatched_and_repeated_secondary_keys_are_warned_once_and_not_read() {
     }
 }
 
+/// A composite configuration (`params` at reader level) of `p.ctf` (input `x`) and then
+/// the files `second` (input `y`, a BrainScript file list), both dense of dim 1.
+fn xy_config(params: &str, second: &str) -> String {
+    let deserializer = |files: &str, input: &str| {
+        format!(
+            "{{ type = \"CNTKTextFormatDeserializer\"; module = \"CNTKTextFormatReader\"\n\
+             file = {files}\ninput = {{ {input} = {{ dim = 1; format = \"dense\" }} }} }}"
+        )
+    };
+    format!(
+        "reader = {{\n{params}\ndeserializers = ({} : {})\n}}\n",
+        deserializer("\"p.ctf\"", "x"),
+        deserializer(second, "y")
+    )
+}
+
+#[test]
+fn secondary_ids_too_long_for_64_bits_are_listed_as_written() {
+    // An id too long for 64 bits is no key of any sequence: listed as written among the keys
+    // the first deserializer does not have. The genuine id 18446744073709551615 is not
+    // joined to the primary's id too long for 64 bits (an error of that sequence) either.
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    put(d, "p.ctf", "0 |x 0\n99999999999999999999999 |x 9\n5 |x 5\n");
+    put(
+        d,
+        "q.ctf",
+        "0 |y 0\n5 |y 5\n88888888888888888888888 |y 20\n18446744073709551615 |y 21\n",
+    );
+    put(
+        d,
+        "c.cntk",
+        xy_config("randomize = false; maxErrors = 1", "\"q.ctf\""),
+    );
+    let r = run_expect(&["dump", "c.cntk"], Some(d), 0);
+    assert_eq!(keys(&r.stdout), [0, 5]);
+    let warnings: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("warning:"))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "q.ctf: warning: 2 sequences have keys that the first deserializer does not have; \
+          they are not read (keys 88888888888888888888888, 18446744073709551615)"
+        ],
+        "{}",
+        r.stderr
+    );
+    let errors: Vec<(String, u64, u64, String)> = diags(&r.stderr, "error")
+        .into_iter()
+        .map(|e| (e.file, e.line, e.col, e.message))
+        .collect();
+    assert_eq!(
+        errors,
+        [(
+            "p.ctf".to_string(),
+            2,
+            1,
+            "sequence id '99999999999999999999999' does not fit in 64 bits".to_string()
+        )]
+    );
+}
+
 #[test]
 fn validate_reports_every_missing_key_and_the_unmatched_ones() {
     let mut t = two_files(30, 19);
