@@ -36,7 +36,8 @@ pub struct JoinedIndex {
     pub name: String,
     /// Its sequences holding samples whose key no primary sequence has: never read.
     pub unmatched: u64,
-    /// Its sequences repeating a key used earlier in its files: never read.
+    /// Its sequences repeating the key of an earlier sequence of its files (an id, or a
+    /// line-mode key): never read.
     pub repeated: u64,
 }
 
@@ -117,7 +118,7 @@ pub(crate) fn joined_index(
         warn(&IndexWarning {
             file: name.clone(),
             message: format!(
-                "{} sequences repeat a key used earlier in the file; they are not read (keys {})",
+                "{} sequences repeat the key of an earlier sequence; they are not read (keys {})",
                 joined.repeated.len(),
                 listed(&joined, &joined.repeated)
             ),
@@ -288,7 +289,7 @@ mod tests {
             [
                 "l.ctf: warning: 3 sequences have keys that the first deserializer does not \
                  have; they are not read (keys 8, 11, 4)",
-                "l.ctf: warning: 1 sequences repeat a key used earlier in the file; they are \
+                "l.ctf: warning: 1 sequences repeat the key of an earlier sequence; they are \
                  not read (keys 3)"
             ]
         );

@@ -24,8 +24,9 @@
 //! | 40 | 4·N | matches: per primary sequence, the joined ordinal (< M) or `u32::MAX` |
 //! | 40 + 4·N | 8 | trailer: XXH3-64 of every preceding byte, u64 |
 //!
-//! Version 2 changed what the matches mean: a primary id too long for 64 bits matches nothing
-//! (version 1 matched it to a genuine id 18446744073709551615). A version 1 cache is made
+//! Version 2 changed what the matches mean: a joined sequence repeating a key across files of
+//! different modes (an id equal to an earlier file's line-mode key, or the other way round)
+//! matches nothing, nor does a primary id too long for 64 bits. A version 1 cache is made
 //! again.
 
 use std::fs::{self, File, OpenOptions};
@@ -291,7 +292,8 @@ mod tests {
 
     #[test]
     fn a_cache_of_version_1_is_made_again() {
-        // Version 1 matched primary ids too long for 64 bits.
+        // Version 1 matched keys that repeat across files of different modes, and primary ids
+        // too long for 64 bits.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("l.ctf.00000000.ctfjoin");
         let matches = vec![1, 0];
