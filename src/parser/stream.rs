@@ -967,6 +967,10 @@ impl<T: Element> StreamParser<T> {
     fn end_sequence(&mut self, end: usize) {
         let Some(open) = &self.open else { return };
         let (key, line, counted_lines) = (open.key, open.line, open.counted_lines);
+        let named = match self.mode {
+            Mode::Ids => open.id,
+            _ => Some(key),
+        };
         // The index refuses a span that is too long whatever it holds: every id-mode run
         // (one without configured data too), and in line mode each line with a configured
         // input or an error.
@@ -975,7 +979,7 @@ impl<T: Element> StreamParser<T> {
         if indexed && bytes > self.max_sequence_bytes {
             // (An error of the sequence, so the rules below are not checked.)
             let max = self.max_sequence_bytes as u64;
-            self.sequence_error(line, sequence_too_long_message(key, bytes as u64, max));
+            self.sequence_error(line, sequence_too_long_message(named, bytes as u64, max));
         }
         let Some(open) = &self.open else { return };
         if open.errors == 0 && open.counted_lines == 0 {
@@ -1070,10 +1074,15 @@ impl<T: Element> StreamParser<T> {
     }
 }
 
-/// The message for sequence `key`, of `bytes` bytes, longer than the `max` a sequence may
-/// have: the same whether the parser or the index finds it.
-pub(crate) fn sequence_too_long_message(key: u64, bytes: u64, max: u64) -> String {
-    format!("sequence {key} is {bytes} bytes long; a sequence must be at most {max} bytes")
+/// The message for sequence `key` (`None` for an id too long for 64 bits, whose key is only
+/// a placeholder), of `bytes` bytes, longer than the `max` a sequence may have: the same
+/// whether the parser or the index finds it.
+pub(crate) fn sequence_too_long_message(key: Option<u64>, bytes: u64, max: u64) -> String {
+    let sequence = match key {
+        Some(key) => format!("sequence {key}"),
+        None => "the sequence of an id too long for 64 bits".to_string(),
+    };
+    format!("{sequence} is {bytes} bytes long; a sequence must be at most {max} bytes")
 }
 
 /// The message for the id `digits`, too long for 64 bits: the id itself, or with more than
@@ -1265,7 +1274,7 @@ mod tests {
                     .iter()
                     .map(|s| {
                         let bytes = too_long.iter().find(|(k, _)| *k == s.key).expect(&what).1;
-                        let message = sequence_too_long_message(s.key, bytes, limit as u64);
+                        let message = sequence_too_long_message(Some(s.key), bytes, limit as u64);
                         assert_eq!(s.first_error.message, message, "{what}");
                         assert_eq!(s.first_error.col, 1, "{what}");
                         (s.key, bytes)
@@ -1274,6 +1283,34 @@ mod tests {
                 assert_eq!(refused, too_long, "{what}");
             }
         }
+    }
+
+    #[test]
+    fn an_id_too_long_for_64_bits_is_named_so_when_its_sequence_is_too_long() {
+        // Its key is only a placeholder: the messages name the id, never 18446744073709551615.
+        let inputs = [InputConfig::dense("a", 1)];
+        let text = b"99999999999999999999 |a 1\n5 |a 2\n";
+        let (p, fatal) = fed_in_pieces(&inputs, text, text.len(), |p| p.limit_sequence_bytes(10));
+        assert!(fatal.is_none());
+        let errors: Vec<(u64, &str)> = p
+            .diagnostics()
+            .iter()
+            .map(|d| (d.line, d.message.as_str()))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                (
+                    1,
+                    "sequence id '99999999999999999999' does not fit in 64 bits"
+                ),
+                (
+                    1,
+                    "the sequence of an id too long for 64 bits is 26 bytes long; a sequence \
+                     must be at most 10 bytes"
+                )
+            ]
+        );
     }
 
     #[test]
