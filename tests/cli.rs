@@ -463,6 +463,128 @@ fn dump_line_mode_keys_are_physical_line_numbers_across_files() {
     assert_eq!(keys(&r.stdout), [0, 1, 2]);
 }
 
+/// Keys with the value (`dump`) or checksum (`read`) of input `a`.
+type KeyValues = Vec<(u64, f64)>;
+/// Error diagnostics: file, line, column, message.
+type Located = Vec<(String, u64, u64, String)>;
+
+/// What `ctf dump` and `ctf validate` (streaming the files) and `ctf read` (through the index)
+/// make of some files.
+struct MixedRead {
+    dumped: KeyValues,
+    read: KeyValues,
+    dump_errors: Located,
+    validate_errors: Located,
+    read_errors: Located,
+}
+
+/// Reads `files` (one input `a` of dim 1) in file order with `maxErrors` by `ctf dump`,
+/// `ctf validate` and `ctf read`, expecting each to succeed unless `maxErrors` is 0.
+fn read_mixed(dir: &Path, files: &[&str], max_errors: u64) -> MixedRead {
+    let list = files
+        .iter()
+        .map(|f| format!("\"{f}\""))
+        .collect::<Vec<_>>()
+        .join(" : ");
+    write(
+        dir,
+        "c.cntk",
+        format!(
+            "reader = [ file = ({list}) ; randomize = false ; maxErrors = {max_errors}\n\
+             input = [ a = [ dim = 1 ; format = \"dense\" ] ] ]"
+        ),
+    );
+    let located = |stderr: &str| -> Located {
+        diags(stderr, "error")
+            .into_iter()
+            .map(|d| (d.file, d.line, d.col, d.message))
+            .collect()
+    };
+    let code = if max_errors == 0 { 1 } else { 0 };
+    let dump = run_expect(&["dump", "c.cntk"], Some(dir), code);
+    let validate = run_expect(&["validate", "c.cntk"], Some(dir), 1);
+    let read = run_expect(
+        &["read", "c.cntk", "--jsonl", "--mb-size", "1"],
+        Some(dir),
+        code,
+    );
+    MixedRead {
+        dumped: json_lines(&dump.stdout)
+            .iter()
+            .map(|v| {
+                let value = v.at("inputs").at("a").arr()[0].arr()[0].num();
+                (v.at("key").int(), value.parse().unwrap())
+            })
+            .collect(),
+        read: read_lines(&read.stdout)
+            .iter()
+            .map(|l| (l.keys[0], l.checksum[0].1))
+            .collect(),
+        dump_errors: located(&dump.stderr),
+        validate_errors: located(&validate.stderr),
+        read_errors: located(&read.stderr),
+    }
+}
+
+#[test]
+fn a_key_repeated_across_files_of_both_modes_is_an_error_of_the_later_sequence() {
+    // SPEC §1: a line-mode key is the line number across the corpus, and keys are unique
+    // across the corpus. ya.ctf has no ids (keys 0 and 1); yb.ctf's ids 0 and 1 repeat them.
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "ya.ctf", "|a 100\n|a 101\n");
+    write(dir.path(), "yb.ctf", "0 |a 200\n1 |a 201\n5 |a 205\n");
+    let r = read_mixed(dir.path(), &["ya.ctf", "yb.ctf"], 5);
+    assert_eq!(r.dumped, [(0, 100.0), (1, 101.0), (5, 205.0)]);
+    assert_eq!(r.read, r.dumped);
+    let used = |id: u64| {
+        format!(
+            "sequence id {id} was already used as the key of an earlier sequence in a file \
+             without ids (whose keys are 0-based line numbers across the corpus)"
+        )
+    };
+    let expected = [
+        ("yb.ctf".to_string(), 1, 1, used(0)),
+        ("yb.ctf".to_string(), 2, 1, used(1)),
+    ];
+    assert_eq!(r.validate_errors, expected);
+    assert_eq!(r.dump_errors, expected);
+    assert_eq!(r.read_errors, expected);
+    // With maxErrors = 0 the first one fails the read, after the sequences before it.
+    let r = read_mixed(dir.path(), &["ya.ctf", "yb.ctf"], 0);
+    assert_eq!(r.dumped, [(0, 100.0), (1, 101.0)]);
+    assert_eq!(r.read, r.dumped);
+    assert_eq!(r.validate_errors, expected);
+    for errors in [r.dump_errors, r.read_errors] {
+        let fatal = format!(
+            "too many invalid sequences: more than maxErrors = 0 (the last one: {})",
+            used(0)
+        );
+        assert_eq!(errors, [("yb.ctf".to_string(), 1, 1, fatal)]);
+    }
+
+    // The other way round: ids 3 and 4, then a file without ids whose keys start at 2 (the
+    // lines before it), so its second and third lines repeat them.
+    write(dir.path(), "x.ctf", "3 |a 1\n4 |a 2\n");
+    write(dir.path(), "z.ctf", "|a 3\n|a 4\n|a 5\n");
+    let r = read_mixed(dir.path(), &["x.ctf", "z.ctf"], 5);
+    assert_eq!(r.dumped, [(3, 1.0), (4, 2.0), (2, 3.0)]);
+    assert_eq!(r.read, r.dumped);
+    let repeats = |key: u64| {
+        format!(
+            "sequence {key} repeats the id {key} of an earlier sequence (in a file without ids \
+             a sequence's key is its 0-based line number across the corpus, and keys must be \
+             unique)"
+        )
+    };
+    let expected = [
+        ("z.ctf".to_string(), 2, 1, repeats(3)),
+        ("z.ctf".to_string(), 3, 1, repeats(4)),
+    ];
+    assert_eq!(r.validate_errors, expected);
+    assert_eq!(r.dump_errors, expected);
+    assert_eq!(r.read_errors, expected);
+}
+
 #[test]
 fn dump_sequence_ids_and_skip_sequence_ids() {
     let dir = TempDir::new().unwrap();

@@ -776,6 +776,148 @@ fn unmatched_and_repeated_secondary_keys_are_warned_once_and_not_read() {
     }
 }
 
+/// A composite configuration (`params` at reader level) of `p.ctf` (input `x`) and then
+/// the files `second` (input `y`, a BrainScript file list), both dense of dim 1.
+fn xy_config(params: &str, second: &str) -> String {
+    let deserializer = |files: &str, input: &str| {
+        format!(
+            "{{ type = \"CNTKTextFormatDeserializer\"; module = \"CNTKTextFormatReader\"\n\
+             file = {files}\ninput = {{ {input} = {{ dim = 1; format = \"dense\" }} }} }}"
+        )
+    };
+    format!(
+        "reader = {{\n{params}\ndeserializers = ({} : {})\n}}\n",
+        deserializer("\"p.ctf\"", "x"),
+        deserializer(second, "y")
+    )
+}
+
+/// `ctf dump`'s sequences as (key, x, y), and the warnings on stderr.
+fn dump_xy(dir: &Path, config: &str) -> (Vec<(u64, f64, f64)>, Vec<String>) {
+    let r = run_expect(&["dump", config], Some(dir), 0);
+    let value = |v: &cli_support::Json, input: &str| -> f64 {
+        v.at("inputs").at(input).arr()[0].arr()[0]
+            .num()
+            .parse()
+            .unwrap()
+    };
+    let dumped = json_lines(&r.stdout)
+        .iter()
+        .map(|v| (v.at("key").int(), value(v, "x"), value(v, "y")))
+        .collect();
+    let warnings = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("warning:"))
+        .map(str::to_string)
+        .collect();
+    (dumped, warnings)
+}
+
+#[test]
+fn a_secondary_key_repeated_across_files_of_both_modes_is_not_joined() {
+    // ya.ctf has no ids: its keys are its line numbers 0 and 1, which yb.ctf's ids 0 and 1
+    // repeat (SPEC §1: keys are unique across the corpus, and the later sequence is the
+    // invalid one). The join takes keys 0 and 1 from ya.ctf, never from yb.ctf.
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    put(d, "p.ctf", "0 |x 0\n1 |x 1\n5 |x 5\n");
+    put(d, "ya.ctf", "|y 100\n|y 101\n");
+    put(d, "yb.ctf", "0 |y 200\n1 |y 201\n5 |y 205\n");
+    let files = "(\"ya.ctf\" : \"yb.ctf\")";
+    let expected = [(0, 0.0, 100.0), (1, 1.0, 101.0), (5, 5.0, 205.0)];
+    let repeats = "ya.ctf, yb.ctf: warning: 2 sequences repeat the key of an earlier sequence; \
+                   they are not read (keys 0, 1)";
+    for cache in ["false", "true"] {
+        put(
+            d,
+            "c.cntk",
+            xy_config(&format!("randomize = false; cacheIndex = {cache}"), files),
+        );
+        // With the cache, the second run reads the join from it.
+        for _ in 0..2 {
+            let (dumped, warnings) = dump_xy(d, "c.cntk");
+            assert_eq!(dumped, expected, "cacheIndex = {cache}");
+            assert_eq!(warnings, [repeats], "cacheIndex = {cache}");
+        }
+        let join_caches = caches_of(d, "", "ctfjoin").len();
+        assert_eq!(join_caches, usize::from(cache == "true"));
+        let (lines, stderr) = read(d, "c.cntk", &["--mb-size", "1"]);
+        let read: Vec<(Vec<u64>, f64, f64)> = lines
+            .iter()
+            .map(|l| {
+                let checksum = |input: &str| l.checksum.iter().find(|c| c.0 == input).unwrap().1;
+                (l.keys.clone(), checksum("x"), checksum("y"))
+            })
+            .collect();
+        assert_eq!(
+            read,
+            [
+                (vec![0], 0.0, 100.0),
+                (vec![1], 1.0, 101.0),
+                (vec![5], 5.0, 205.0)
+            ]
+        );
+        assert!(diags(&stderr, "error").is_empty(), "{stderr}");
+    }
+    let r = run_expect(&["index", "c.cntk"], Some(d), 0);
+    assert_eq!(
+        cli_support::summary_n(&r.stdout, "unmatched sequences in ya.ctf, yb.ctf"),
+        2,
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn secondary_ids_too_long_for_64_bits_are_listed_as_written() {
+    // An id too long for 64 bits is no key of any sequence: listed as written among the keys
+    // the first deserializer does not have. The genuine id 18446744073709551615 is not
+    // joined to the primary's id too long for 64 bits (an error of that sequence) either.
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    put(d, "p.ctf", "0 |x 0\n99999999999999999999999 |x 9\n5 |x 5\n");
+    put(
+        d,
+        "q.ctf",
+        "0 |y 0\n5 |y 5\n88888888888888888888888 |y 20\n18446744073709551615 |y 21\n",
+    );
+    put(
+        d,
+        "c.cntk",
+        xy_config("randomize = false; maxErrors = 1", "\"q.ctf\""),
+    );
+    let r = run_expect(&["dump", "c.cntk"], Some(d), 0);
+    assert_eq!(keys(&r.stdout), [0, 5]);
+    let warnings: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("warning:"))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "q.ctf: warning: 2 sequences have keys that the first deserializer does not have; \
+          they are not read (keys 88888888888888888888888, 18446744073709551615)"
+        ],
+        "{}",
+        r.stderr
+    );
+    let errors: Vec<(String, u64, u64, String)> = diags(&r.stderr, "error")
+        .into_iter()
+        .map(|e| (e.file, e.line, e.col, e.message))
+        .collect();
+    assert_eq!(
+        errors,
+        [(
+            "p.ctf".to_string(),
+            2,
+            1,
+            "sequence id '99999999999999999999999' does not fit in 64 bits".to_string()
+        )]
+    );
+}
+
 #[test]
 fn validate_reports_every_missing_key_and_the_unmatched_ones() {
     let mut t = two_files(30, 19);

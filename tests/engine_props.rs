@@ -268,8 +268,9 @@ fn check_one_sweep<T: Flt>(bytes: &[u8]) -> Result<(), TestCaseError> {
     let Some(setup) = gen_setup::<T>(&mut src) else {
         return Ok(());
     };
-    // Keys are not always unique: a file in line mode numbers its lines, and another file of
-    // the corpus may use one of those numbers as an id. Sequences are compared as multisets.
+    // Valid sequences have unique keys, also across files of both modes (SPEC §1: a line-mode
+    // file's keys are line numbers, which another file's ids may repeat, and then the later
+    // sequence is invalid). Sequences are compared sorted.
     let mut want: Delivered = setup
         .corpus
         .valid

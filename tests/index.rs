@@ -533,6 +533,43 @@ fn globs_expand_sorted_and_repeats_across_files_are_marked() {
 }
 
 #[test]
+fn keys_repeated_across_files_of_both_modes_are_marked_and_read_as_the_stream_reads_them() {
+    // ya has no ids (keys 0, 1; line 3 is blank, so key 2 is no sequence's); yb's ids 0 and
+    // 1 repeat them, its 2 does not; zc has no ids again, from key 3 + 4 = 7, so its second
+    // line (key 8) repeats yb's id 8.
+    let texts = [
+        b"|a 100 |b\n|a 101 |b\n\n".to_vec(),
+        b"0 |a 200 |b\n2 |a 202 |b\n1 |a 201 |b\n8 |a 208 |b\n".to_vec(),
+        b"|a 300 |b\n|a 301 |b\n".to_vec(),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &texts);
+    let cfg = config(&files, &dense_a(), 0, false);
+    let index = build_index(&cfg, &options()).unwrap().index;
+    let keys: Vec<u64> = index.sequences.iter().map(|e| e.key).collect();
+    assert_eq!(keys, [0, 1, 0, 2, 1, 8, 7, 8]);
+    assert_eq!(index.repeated, [2, 4, 7]);
+    let (read, _) = via_chunks(&cfg, 0).unwrap();
+    let keys: Vec<u64> = read.sequences.sequences.iter().map(|s| s.key).collect();
+    assert_eq!(keys, [0, 1, 2, 8, 7]);
+    assert_eq!(read.invalid, [(0, 1), (1, 3), (8, 2)]);
+    let errors: Vec<(&str, u64, u64)> = read
+        .diagnostics
+        .iter()
+        .map(|(file, d)| (file.rsplit('/').next().unwrap(), d.line, d.col))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            ("part-1.ctf", 1, 1),
+            ("part-1.ctf", 3, 1),
+            ("part-2.ctf", 2, 1)
+        ]
+    );
+    assert_same_as_stream(&texts, &dense_a(), false);
+}
+
+#[test]
 fn limits_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path(), &[b"1 |a 1\n1 |a 2\n2 |a 3\n3 |a 4\n".to_vec()]);

@@ -350,16 +350,9 @@ impl<T: Element> ChunkLoader<T> {
 
         let seqs =
             (c.sequences.start + part.start) as usize..(c.sequences.start + part.end) as usize;
-        let first_repeated = index
-            .repeated
-            .partition_point(|&o| (o as usize) < seqs.start);
-        let repeated_lines: Vec<u64> = index.repeated[first_repeated..]
-            .iter()
-            .take_while(|&&o| (o as usize) < seqs.end)
-            .map(|&o| c.first_line + u64::from(index.sequences[o as usize].line))
-            .collect();
+        let repeated = index.repeated_keys(chunk, seqs.start as u32..seqs.end as u32);
         self.parser
-            .start_range(indexed.mode, first_line, indexed.key_base, repeated_lines);
+            .start_range(indexed.mode, first_line, indexed.key_base, repeated);
         if at_first_content {
             self.parser.range_starts_at_first_content();
         }

@@ -83,7 +83,12 @@ impl FileChunker {
         if len > self.limits.max_sequence_bytes {
             return Err(ChunkingError {
                 line: seq.line,
-                message: sequence_too_long_message(seq.key, len, self.limits.max_sequence_bytes),
+                message: sequence_too_long_message(
+                    // An id too long for 64 bits has a placeholder key (no id, no line key).
+                    (seq.is_id || seq.key != u64::MAX).then_some(seq.key),
+                    len,
+                    self.limits.max_sequence_bytes,
+                ),
             });
         }
         if sequences.len() as u64 >= self.limits.max_sequences {
@@ -206,6 +211,18 @@ mod tests {
             .unwrap();
         let many = c.push(&seq(150, 160, 3), &mut chunks, &mut entries);
         assert_eq!(many.unwrap_err().line, 3);
+        // An id too long for 64 bits is named so, not by its placeholder key.
+        let overflowing = ScannedSequence {
+            key: u64::MAX,
+            is_id: false,
+            ..seq(0, 101, 1)
+        };
+        let long = c.push(&overflowing, &mut chunks, &mut entries);
+        assert_eq!(
+            long.unwrap_err().message,
+            "the sequence of an id too long for 64 bits is 101 bytes long; a sequence must be \
+             at most 100 bytes"
+        );
         // A chunk never spans more than the limit, gaps included.
         assert_eq!(chunks.len(), 2);
     }

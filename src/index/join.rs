@@ -9,9 +9,13 @@
 //! freed before returning. With `cacheIndex`, the result is saved (module `join_cache`). The primary index's sample counts become those of the joined
 //! sequences, which is what the timeline plans minibatches with.
 
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::index::{CorpusIndex, IndexWarning};
+use crate::parser::quote::QUOTED_BYTES;
 
 /// [`JoinedIndex::matches`] value of a primary sequence with no sequence of the same key.
 pub const NO_MATCH: u32 = u32::MAX;
@@ -32,13 +36,14 @@ pub struct JoinedIndex {
     pub name: String,
     /// Its sequences holding samples whose key no primary sequence has: never read.
     pub unmatched: u64,
-    /// Its sequences repeating a key used earlier in its files: never read.
+    /// Its sequences repeating the key of an earlier sequence of its files (an id, or a
+    /// line-mode key): never read.
     pub repeated: u64,
 }
 
 /// For each sequence of `primary` (ordinal order), the ordinal of the sequence of `joined`
 /// with the same key, or [`NO_MATCH`] (also for primary sequences without samples). Repeated
-/// and overflowing keys of `joined` match nothing.
+/// keys, and ids too long for 64 bits on either side, match nothing.
 pub(crate) fn match_keys(primary: &CorpusIndex, joined: &CorpusIndex) -> Vec<u32> {
     let mut by_key: Vec<(u64, u32)> = (0..joined.sequences.len() as u32)
         .filter(|&o| {
@@ -53,8 +58,12 @@ pub(crate) fn match_keys(primary: &CorpusIndex, joined: &CorpusIndex) -> Vec<u32
     }
     let mut matches = Vec::with_capacity(primary.sequences.len());
     let mut hint = 0usize;
-    for entry in &primary.sequences {
-        if entry.samples == 0 {
+    let mut overflowing = primary.overflowing_ids.iter().peekable();
+    for (ordinal, entry) in primary.sequences.iter().enumerate() {
+        // An id too long for 64 bits has the key u64::MAX only as a placeholder: it is no
+        // joined sequence's key, not even a genuine id u64::MAX.
+        let overflows = overflowing.next_if_eq(&&(ordinal as u32)).is_some();
+        if entry.samples == 0 || overflows {
             matches.push(NO_MATCH);
             continue;
         }
@@ -87,61 +96,103 @@ pub(crate) fn joined_index(
             matched[m as usize] = true;
         }
     }
-    let unmatched_keys: Vec<u64> = (0..joined.sequences.len())
+    let unmatched: Vec<u32> = (0..joined.sequences.len() as u32)
         .filter(|&o| {
-            !matched[o]
-                && joined.sequences[o].samples > 0
-                && joined.repeated.binary_search(&(o as u32)).is_err()
+            !matched[o as usize]
+                && joined.sequences[o as usize].samples > 0
+                && joined.repeated.binary_search(&o).is_err()
         })
-        .map(|o| joined.sequences[o].key)
         .collect();
-    let repeated_keys: Vec<u64> = joined
-        .repeated
-        .iter()
-        .map(|&o| joined.sequences[o as usize].key)
-        .collect();
-    if !unmatched_keys.is_empty() {
+    if !unmatched.is_empty() {
         warn(&IndexWarning {
             file: name.clone(),
             message: format!(
                 "{} sequences have keys that the first deserializer does not have; they are \
                  not read (keys {})",
-                unmatched_keys.len(),
-                listed(&unmatched_keys)
+                unmatched.len(),
+                listed(&joined, &unmatched)
             ),
         });
     }
-    if !repeated_keys.is_empty() {
+    if !joined.repeated.is_empty() {
         warn(&IndexWarning {
             file: name.clone(),
             message: format!(
-                "{} sequences repeat a key used earlier in the file; they are not read (keys {})",
-                repeated_keys.len(),
-                listed(&repeated_keys)
+                "{} sequences repeat the key of an earlier sequence; they are not read (keys {})",
+                joined.repeated.len(),
+                listed(&joined, &joined.repeated)
             ),
         });
     }
+    let (unmatched, repeated) = (unmatched.len() as u64, joined.repeated.len() as u64);
     JoinedIndex {
         index: joined,
         matches,
         name,
-        unmatched: unmatched_keys.len() as u64,
-        repeated: repeated_keys.len() as u64,
+        unmatched,
+        repeated,
     }
 }
 
-/// The first few keys, comma-separated, with ", ..." when there are more.
-fn listed(keys: &[u64]) -> String {
-    let mut text = keys
+/// The keys of the first few of sequences `ordinals` of `index`, comma-separated, with ", ..."
+/// when there are more.
+fn listed(index: &CorpusIndex, ordinals: &[u32]) -> String {
+    let mut text = ordinals
         .iter()
         .take(LISTED_KEYS)
-        .map(u64::to_string)
+        .map(|&o| listed_key(index, o))
         .collect::<Vec<_>>()
         .join(", ");
-    if keys.len() > LISTED_KEYS {
+    if ordinals.len() > LISTED_KEYS {
         text.push_str(", ...");
     }
     text
+}
+
+/// The key of sequence `ordinal` of `index` as a warning lists it: an id too long for 64 bits
+/// (whose key is only a placeholder) as written in its file, or where it is if that cannot be
+/// read.
+fn listed_key(index: &CorpusIndex, ordinal: u32) -> String {
+    let entry = &index.sequences[ordinal as usize];
+    if index.overflowing_ids.binary_search(&ordinal).is_err() {
+        return entry.key.to_string();
+    }
+    let chunk = &index.chunks[index.chunks.partition_point(|c| c.sequences.end <= ordinal)];
+    let file = &index.files[chunk.file as usize];
+    written_id(&file.path, chunk.start + u64::from(entry.offset)).unwrap_or_else(|| {
+        let line = chunk.first_line + u64::from(entry.line);
+        format!("the id too long for 64 bits at {}:{line}", file.name)
+    })
+}
+
+/// The id that starts the line at byte `offset` of the file at `path` (after the byte order
+/// mark and whitespace that may precede a file's first id): its digits, or its first
+/// [`QUOTED_BYTES`] digits and "..." when it is longer. `None` if the file cannot be read
+/// or no id is there (the file changed).
+fn written_id(path: &Path, offset: u64) -> Option<String> {
+    let mut file = File::open(path).ok()?;
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut bytes = BufReader::new(file).bytes().map_while(Result::ok);
+    let mut next = bytes.next();
+    if offset == 0 && next == Some(0xEF) {
+        if (bytes.next(), bytes.next()) != (Some(0xBB), Some(0xBF)) {
+            return None;
+        }
+        next = bytes.next();
+    }
+    while matches!(next, Some(b' ' | b'\t')) {
+        next = bytes.next();
+    }
+    let mut id = String::new();
+    while let Some(digit @ b'0'..=b'9') = next {
+        if id.len() == QUOTED_BYTES {
+            id.push_str("...");
+            break;
+        }
+        id.push(char::from(digit));
+        next = bytes.next();
+    }
+    (!id.is_empty()).then_some(id)
 }
 
 /// Replaces the sample counts of `primary`'s sequences (and chunks) with those of the joined
@@ -238,7 +289,7 @@ mod tests {
             [
                 "l.ctf: warning: 3 sequences have keys that the first deserializer does not \
                  have; they are not read (keys 8, 11, 4)",
-                "l.ctf: warning: 1 sequences repeat a key used earlier in the file; they are \
+                "l.ctf: warning: 1 sequences repeat the key of an earlier sequence; they are \
                  not read (keys 3)"
             ]
         );
@@ -258,8 +309,87 @@ mod tests {
 
     #[test]
     fn lists_at_most_five_keys() {
-        assert_eq!(listed(&[1, 2]), "1, 2");
-        assert_eq!(listed(&[1, 2, 3, 4, 5]), "1, 2, 3, 4, 5");
-        assert_eq!(listed(&[1, 2, 3, 4, 5, 6]), "1, 2, 3, 4, 5, ...");
+        let keys = index(&[(1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)], vec![]);
+        assert_eq!(listed(&keys, &[0, 1]), "1, 2");
+        assert_eq!(listed(&keys, &[0, 1, 2, 3, 4]), "1, 2, 3, 4, 5");
+        assert_eq!(listed(&keys, &[0, 1, 2, 3, 4, 5]), "1, 2, 3, 4, 5, ...");
+    }
+
+    /// A joined index of `text`, written to `l.ctf` in `dir`, with one chunk holding a sequence
+    /// per line (all of them overflowing ids but the last).
+    fn overflowing_index(dir: &Path, text: &[u8]) -> CorpusIndex {
+        let path = dir.join("l.ctf");
+        std::fs::write(&path, text).unwrap();
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(
+                text.iter()
+                    .enumerate()
+                    .filter(|(_, &b)| b == b'\n')
+                    .map(|(i, _)| i + 1),
+            )
+            .filter(|&at| at < text.len())
+            .collect();
+        let mut joined = index(
+            &starts.iter().map(|_| (u64::MAX, 1)).collect::<Vec<_>>(),
+            vec![],
+        );
+        for (line, (entry, &at)) in joined.sequences.iter_mut().zip(&starts).enumerate() {
+            entry.offset = at as u32;
+            entry.line = line as u32;
+        }
+        joined.overflowing_ids = (0..starts.len() as u32 - 1).collect();
+        joined.files = vec![crate::index::IndexedFile {
+            name: "l.ctf".into(),
+            path,
+            stamp: Default::default(),
+            content_hash: 0,
+            mode: crate::index::KeyMode::Ids,
+            lines: starts.len() as u64,
+            key_base: 0,
+            chunks: 0..1,
+            input_lines: vec![],
+        }];
+        joined
+    }
+
+    #[test]
+    fn ids_too_long_for_64_bits_are_listed_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "1".repeat(QUOTED_BYTES + 1);
+        let text = format!(
+            "\u{feff} \t88888888888888888888888 |y 1\n{long} |y 2\n18446744073709551615 |y 3\n"
+        );
+        let joined = overflowing_index(dir.path(), text.as_bytes());
+        let primary = index(&[(u64::MAX, 1)], vec![]);
+        let warnings = std::sync::Mutex::new(Vec::new());
+        let matches = match_keys(&primary, &joined);
+        let j = joined_index(Arc::new(joined), matches, "l.ctf".into(), &|w| {
+            warnings.lock().unwrap().push(w.to_string())
+        });
+        // The genuine id u64::MAX is matched (the primary's key is an id here).
+        assert_eq!(j.matches, [2]);
+        assert_eq!(
+            *warnings.lock().unwrap(),
+            [format!(
+                "l.ctf: warning: 2 sequences have keys that the first deserializer does not \
+                 have; they are not read (keys 88888888888888888888888, {}...)",
+                &long[..QUOTED_BYTES]
+            )]
+        );
+        // Where the id is not there any more (the file changed), its place is listed.
+        std::fs::write(dir.path().join("l.ctf"), "|y 1\n").unwrap();
+        assert_eq!(
+            listed(&j.index, &[0, 1]),
+            "the id too long for 64 bits at l.ctf:1, the id too long for 64 bits at l.ctf:2"
+        );
+    }
+
+    #[test]
+    fn a_primary_id_too_long_for_64_bits_matches_nothing() {
+        // Its key u64::MAX is a placeholder, not the genuine id u64::MAX of the joined file.
+        let mut primary = index(&[(u64::MAX, 1), (4, 1)], vec![]);
+        primary.overflowing_ids = vec![0];
+        let joined = index(&[(4, 1), (u64::MAX, 1)], vec![]);
+        assert_eq!(match_keys(&primary, &joined), [NO_MATCH, 0]);
     }
 }

@@ -11,18 +11,23 @@
 //! the indexes just built; anything else, or a damaged file, is ignored and the match is
 //! made again. Writes are atomic (a temporary file renamed over the cache).
 //!
-//! # Format, version 1 (little-endian)
+//! # Format, version 2 (little-endian)
 //!
 //! | Offset | Size | Field |
 //! |---|---|---|
 //! | 0 | 8 | magic `b"CTFJOIN\0"` |
-//! | 8 | 4 | format version, u32 = 1 |
+//! | 8 | 4 | format version, u32 = 2 |
 //! | 12 | 4 | reserved, u32 = 0 |
 //! | 16 | 8 | identity, u64 |
 //! | 24 | 8 | primary sequence count N, u64 |
 //! | 32 | 8 | joined sequence count M, u64 |
 //! | 40 | 4·N | matches: per primary sequence, the joined ordinal (< M) or `u32::MAX` |
 //! | 40 + 4·N | 8 | trailer: XXH3-64 of every preceding byte, u64 |
+//!
+//! Version 2 changed what the matches mean: a joined sequence repeating a key across files of
+//! different modes (an id equal to an earlier file's line-mode key, or the other way round)
+//! matches nothing, nor does a primary id too long for 64 bits. A version 1 cache is made
+//! again.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -36,7 +41,7 @@ use crate::index::join::match_keys;
 use crate::index::{CorpusIndex, IndexWarning, WarningSink, NO_MATCH};
 
 const MAGIC: &[u8; 8] = b"CTFJOIN\0";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const HEADER: usize = 40;
 
 /// A joined deserializer's match with the primary (see [`cached_match`]).
@@ -283,5 +288,22 @@ mod tests {
         fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
         assert_eq!(read_join_cache(&path, 77, 4, 5), None, "truncated");
         assert_eq!(read_join_cache(&dir.path().join("none"), 77, 4, 5), None);
+    }
+
+    #[test]
+    fn a_cache_of_version_1_is_made_again() {
+        // Version 1 matched keys that repeat across files of different modes, and primary ids
+        // too long for 64 bits.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.ctf.00000000.ctfjoin");
+        let matches = vec![1, 0];
+        write_join_cache(&path, 77, 3, &matches).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let body = bytes.len() - 8;
+        let digest = xxh3_64(&bytes[..body]).to_le_bytes();
+        bytes[body..].copy_from_slice(&digest);
+        fs::write(&path, &bytes).unwrap();
+        assert_eq!(read_join_cache(&path, 77, 2, 3), None);
     }
 }

@@ -30,7 +30,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use crate::parser::KeyMode;
+pub use crate::parser::{KeyMode, RepeatedKey};
 pub use build::{build_index, IndexSource, IndexingOptions, OpenedIndex};
 pub use files::{expand_file_patterns, FileStamp};
 pub use join::{JoinedIndex, NO_MATCH};
@@ -122,8 +122,10 @@ pub struct CorpusIndex {
     pub chunks: Vec<Chunk>,
     /// The sequences, in file order.
     pub sequences: Vec<SequenceEntry>,
-    /// Sequences whose id an earlier sequence of the corpus already used (sorted): each is
-    /// invalid, as SPEC §7.1 requires of the later of two non-adjacent equal ids.
+    /// Sequences whose key an earlier sequence of the corpus already used (sorted): each is
+    /// invalid, as SPEC §7.1 requires of the later of two non-adjacent equal ids. Keys are
+    /// compared whatever their kind: an id equal to the line-mode key of a sequence in an
+    /// earlier file without ids repeats it, and the other way round.
     pub repeated: Vec<u32>,
     /// Id-mode sequences whose id does not fit in 64 bits (sorted); their key is `u64::MAX`,
     /// they never repeat an id, and the parser reports each as invalid.
@@ -191,9 +193,15 @@ impl CorpusIndex {
             ..self.chunks[chunks.end as usize - 1].sequences.end
     }
 
-    /// Whether sequence `ordinal` repeats an id used earlier in the corpus.
+    /// Whether sequence `ordinal` repeats a key used earlier in the corpus.
     pub fn is_repeated(&self, ordinal: u32) -> bool {
         self.repeated.binary_search(&ordinal).is_ok()
+    }
+
+    /// The sequences among `ordinals`, of chunk `chunk`, that repeat a key used earlier in
+    /// the corpus, as [`crate::parser::StreamParser::start_range`] takes them.
+    pub fn repeated_keys(&self, chunk: u32, ordinals: Range<u32>) -> Vec<RepeatedKey> {
+        repeats::repeated_keys(self, chunk, ordinals)
     }
 }
 

@@ -30,6 +30,7 @@ pub use line::LineParser;
 pub(crate) use lookup::SequenceLookup;
 pub use number::Element;
 pub use stream::{
-    FatalDataError, InvalidSequence, KeyMode, ParseCounts, ParsedRun, StreamOptions, StreamParser,
+    FatalDataError, InvalidSequence, KeyMode, ParseCounts, ParsedRun, RepeatedKey, StreamOptions,
+    StreamParser,
 };
 pub use values::SampleValues;

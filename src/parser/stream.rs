@@ -10,6 +10,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::ops::Range;
 
 use memchr::{memchr, memrchr};
 
@@ -94,28 +95,106 @@ pub enum KeyMode {
     Lines,
 }
 
-/// How the parser learns that an id repeats one used by an earlier sequence.
+/// A sequence of a byte range whose key an earlier sequence of the corpus used, as the index
+/// lists it for [`StreamParser::start_range`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepeatedKey {
+    /// 1-based line number of the sequence's first line.
+    pub line: u64,
+    /// Whether the key it repeats is the line-mode key of a sequence in an earlier file
+    /// without ids (its line number across the corpus) rather than an id.
+    pub repeats_line_key: bool,
+}
+
+/// How the parser learns that a key repeats one used by an earlier sequence: an id, or in
+/// line mode the line number across the corpus (SPEC §1: keys are unique across the corpus).
 #[derive(Clone, Debug)]
 enum RepeatCheck {
-    /// Whole files: remember every id seen.
-    Track(HashSet<u64>),
-    /// A byte range of a file: the index lists the (sorted) lines of sequences whose id
-    /// repeats an earlier one anywhere in the corpus.
-    Given { lines: Vec<u64>, next: usize },
+    /// Whole files: remember every id seen, and the line-mode keys of the sequences of files
+    /// without ids as increasing ranges (a file's keys increase, and most of its lines are
+    /// sequences, so it usually takes one range).
+    Track {
+        ids: HashSet<u64>,
+        line_keys: Vec<Range<u64>>,
+    },
+    /// A byte range of a file: the index lists the (sorted) sequences whose key repeats an
+    /// earlier one anywhere in the corpus.
+    Given {
+        repeated: Vec<RepeatedKey>,
+        next: usize,
+    },
 }
 
 impl RepeatCheck {
-    /// Whether the sequence with `id` starting at `line` repeats an earlier id.
-    fn is_repeat(&mut self, id: u64, line: u64) -> bool {
-        match self {
-            RepeatCheck::Track(seen) => !seen.insert(id),
-            RepeatCheck::Given { lines, next } => {
-                while lines.get(*next).is_some_and(|&l| l < line) {
-                    *next += 1;
-                }
-                lines.get(*next) == Some(&line)
-            }
+    /// A check that has seen no key yet.
+    fn new() -> Self {
+        RepeatCheck::Track {
+            ids: HashSet::new(),
+            line_keys: Vec::new(),
         }
+    }
+
+    /// The listed repeat of the sequence starting at `line`, if any (lines come in order).
+    fn given(repeated: &[RepeatedKey], next: &mut usize, line: u64) -> Option<RepeatedKey> {
+        while repeated.get(*next).is_some_and(|r| r.line < line) {
+            *next += 1;
+        }
+        repeated.get(*next).copied().filter(|r| r.line == line)
+    }
+
+    /// Whether the id-mode sequence with `id` starting at `line` repeats an earlier key: if
+    /// so, the message of its error.
+    fn id_repeat(&mut self, id: u64, line: u64) -> Option<String> {
+        let repeats_line_key = match self {
+            RepeatCheck::Track { ids, line_keys } => {
+                let line_key = !line_keys.is_empty() && {
+                    let at = line_keys.partition_point(|r| r.end <= id);
+                    line_keys.get(at).is_some_and(|r| r.start <= id)
+                };
+                let seen = !ids.insert(id);
+                if !line_key && !seen {
+                    return None;
+                }
+                line_key
+            }
+            RepeatCheck::Given { repeated, next } => {
+                Self::given(repeated, next, line)?.repeats_line_key
+            }
+        };
+        Some(if repeats_line_key {
+            format!(
+                "sequence id {id} was already used as the key of an earlier sequence in a file \
+                 without ids (whose keys are 0-based line numbers across the corpus)"
+            )
+        } else {
+            format!(
+                "sequence id {id} was already used by an earlier sequence (an id may repeat \
+                 only on adjacent lines)"
+            )
+        })
+    }
+
+    /// Whether the line-mode sequence with `key` at `line` repeats an earlier key (which can
+    /// only be an id: the files' line numbers do not overlap): if so, the message of its
+    /// error. Records the key as used.
+    fn line_key_repeat(&mut self, key: u64, line: u64) -> Option<String> {
+        let repeated = match self {
+            RepeatCheck::Track { ids, line_keys } => {
+                match line_keys.last_mut() {
+                    Some(keys) if keys.end == key => keys.end += 1,
+                    _ => line_keys.push(key..key + 1),
+                }
+                !ids.is_empty() && ids.contains(&key)
+            }
+            RepeatCheck::Given { repeated, next } => Self::given(repeated, next, line).is_some(),
+        };
+        repeated.then(|| {
+            format!(
+                "sequence {key} repeats the id {key} of an earlier sequence (in a file without \
+                 ids a sequence's key is its 0-based line number across the corpus, and keys \
+                 must be unique)"
+            )
+        })
     }
 }
 
@@ -264,7 +343,7 @@ impl<T: Element> StreamParser<T> {
             at_first_content: false,
             next_line: 1,
             key_base: 0,
-            repeats: RepeatCheck::Track(HashSet::new()),
+            repeats: RepeatCheck::new(),
             open: None,
             counts: ParseCounts::default(),
             run_pause: 0,
@@ -305,7 +384,7 @@ impl<T: Element> StreamParser<T> {
         self.out.truncate(0);
         self.diags.clear();
         self.invalid.clear();
-        self.repeats = RepeatCheck::Track(HashSet::new());
+        self.repeats = RepeatCheck::new();
         self.counts = ParseCounts::default();
     }
 
@@ -503,15 +582,15 @@ impl<T: Element> StreamParser<T> {
 
     /// Prepares to parse a byte range of a file that the index has mapped: it starts at the
     /// first line of a sequence, line `first_line` (1-based) of a file in `mode` whose
-    /// line-mode keys start at `key_base`. `repeated_lines` lists, sorted, the first lines of
-    /// the range's sequences whose id an earlier sequence of the corpus used. End the range
-    /// with [`finish_file`](Self::finish_file).
+    /// line-mode keys start at `key_base`. `repeated` lists, sorted by line, the range's
+    /// sequences whose key an earlier sequence of the corpus used. End the range with
+    /// [`finish_file`](Self::finish_file).
     pub fn start_range(
         &mut self,
         mode: KeyMode,
         first_line: u64,
         key_base: u64,
-        repeated_lines: Vec<u64>,
+        repeated: Vec<RepeatedKey>,
     ) {
         self.start_file(key_base);
         self.at_file_start = false;
@@ -521,10 +600,7 @@ impl<T: Element> StreamParser<T> {
             KeyMode::Ids => Mode::Ids,
             KeyMode::Lines => Mode::Lines,
         };
-        self.repeats = RepeatCheck::Given {
-            lines: repeated_lines,
-            next: 0,
-        };
+        self.repeats = RepeatCheck::Given { repeated, next: 0 };
     }
 
     /// Marks the range begun by [`start_range`](Self::start_range) as starting at its file's
@@ -842,14 +918,8 @@ impl<T: Element> StreamParser<T> {
                             self.sequence_error(line_no, long_id_message(&buf[id_start..content]))
                         }
                         Some(id) => {
-                            if self.repeats.is_repeat(id, line_no) {
-                                self.sequence_error(
-                                    line_no,
-                                    format!(
-                                        "sequence id {id} was already used by an earlier \
-                                         sequence (an id may repeat only on adjacent lines)"
-                                    ),
-                                );
+                            if let Some(message) = self.repeats.id_repeat(id, line_no) {
+                                self.sequence_error(line_no, message);
                             }
                         }
                     }
@@ -918,6 +988,10 @@ impl<T: Element> StreamParser<T> {
     fn end_sequence(&mut self, end: usize) {
         let Some(open) = &self.open else { return };
         let (key, line, counted_lines) = (open.key, open.line, open.counted_lines);
+        let named = match self.mode {
+            Mode::Ids => open.id,
+            _ => Some(key),
+        };
         // The index refuses a span that is too long whatever it holds: every id-mode run
         // (one without configured data too), and in line mode each line with a configured
         // input or an error.
@@ -926,7 +1000,7 @@ impl<T: Element> StreamParser<T> {
         if indexed && bytes > self.max_sequence_bytes {
             // (An error of the sequence, so the rules below are not checked.)
             let max = self.max_sequence_bytes as u64;
-            self.sequence_error(line, sequence_too_long_message(key, bytes as u64, max));
+            self.sequence_error(line, sequence_too_long_message(named, bytes as u64, max));
         }
         let Some(open) = &self.open else { return };
         if open.errors == 0 && open.counted_lines == 0 {
@@ -936,6 +1010,12 @@ impl<T: Element> StreamParser<T> {
             self.open = None;
             return; // no configured data: not a sequence
         }
+        if self.mode == Mode::Lines {
+            if let Some(message) = self.repeats.line_key_repeat(key, line) {
+                self.sequence_error(line, message);
+            }
+        }
+        let Some(open) = &self.open else { return };
         if open.errors == 0 && !self.rules_skipped {
             if let Some(message) = self.sequence_rule_violation(key, counted_lines) {
                 self.sequence_error(line, message);
@@ -1015,10 +1095,15 @@ impl<T: Element> StreamParser<T> {
     }
 }
 
-/// The message for sequence `key`, of `bytes` bytes, longer than the `max` a sequence may
-/// have: the same whether the parser or the index finds it.
-pub(crate) fn sequence_too_long_message(key: u64, bytes: u64, max: u64) -> String {
-    format!("sequence {key} is {bytes} bytes long; a sequence must be at most {max} bytes")
+/// The message for sequence `key` (`None` for an id too long for 64 bits, whose key is only
+/// a placeholder), of `bytes` bytes, longer than the `max` a sequence may have: the same
+/// whether the parser or the index finds it.
+pub(crate) fn sequence_too_long_message(key: Option<u64>, bytes: u64, max: u64) -> String {
+    let sequence = match key {
+        Some(key) => format!("sequence {key}"),
+        None => "the sequence of an id too long for 64 bits".to_string(),
+    };
+    format!("{sequence} is {bytes} bytes long; a sequence must be at most {max} bytes")
 }
 
 /// The message for the id `digits`, too long for 64 bits: the id itself, or with more than
@@ -1210,7 +1295,7 @@ mod tests {
                     .iter()
                     .map(|s| {
                         let bytes = too_long.iter().find(|(k, _)| *k == s.key).expect(&what).1;
-                        let message = sequence_too_long_message(s.key, bytes, limit as u64);
+                        let message = sequence_too_long_message(Some(s.key), bytes, limit as u64);
                         assert_eq!(s.first_error.message, message, "{what}");
                         assert_eq!(s.first_error.col, 1, "{what}");
                         (s.key, bytes)
@@ -1219,6 +1304,34 @@ mod tests {
                 assert_eq!(refused, too_long, "{what}");
             }
         }
+    }
+
+    #[test]
+    fn an_id_too_long_for_64_bits_is_named_so_when_its_sequence_is_too_long() {
+        // Its key is only a placeholder: the messages name the id, never 18446744073709551615.
+        let inputs = [InputConfig::dense("a", 1)];
+        let text = b"99999999999999999999 |a 1\n5 |a 2\n";
+        let (p, fatal) = fed_in_pieces(&inputs, text, text.len(), |p| p.limit_sequence_bytes(10));
+        assert!(fatal.is_none());
+        let errors: Vec<(u64, &str)> = p
+            .diagnostics()
+            .iter()
+            .map(|d| (d.line, d.message.as_str()))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                (
+                    1,
+                    "sequence id '99999999999999999999' does not fit in 64 bits"
+                ),
+                (
+                    1,
+                    "the sequence of an id too long for 64 bits is 26 bytes long; a sequence \
+                     must be at most 10 bytes"
+                )
+            ]
+        );
     }
 
     #[test]
@@ -1591,6 +1704,107 @@ mod tests {
         let p = parse("1 |a 1 |b\n2 |zz 1\n3 |a 1 |b\n2 |a 1 |b\n");
         assert_eq!(p.keys, [1, 3]);
         assert!(p.errors[0].1.contains("sequence id 2 was already used"));
+    }
+
+    /// Parses `files` as one corpus (line-mode keys continuing across them): the keys of the
+    /// valid sequences, and each error's line and message.
+    fn parse_corpus(files: &[&str]) -> (Vec<u64>, Vec<(u64, String)>) {
+        let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+        let mut key_base = 0;
+        for text in files {
+            p.start_file(key_base);
+            p.feed(text.as_bytes()).unwrap();
+            p.finish_file().unwrap();
+            key_base += p.lines_in_file();
+        }
+        let keys = p.sequences().sequences.iter().map(|s| s.key).collect();
+        let errors = p
+            .diagnostics()
+            .iter()
+            .map(|d| (d.line, d.message.clone()))
+            .collect();
+        (keys, errors)
+    }
+
+    #[test]
+    fn keys_are_unique_across_files_of_either_mode() {
+        // File 1, line mode: keys 0 and 1 (line 3, blank, is no sequence). File 2, ids: 2 is
+        // no key yet, 1 and 0 are line-mode keys of file 1, 8 is new. File 3, line mode from
+        // key 3 + 4 = 7: its second line's key is the id 8.
+        let (keys, errors) = parse_corpus(&[
+            "|a 1 |b\n|a 2 |b\n\n",
+            "2 |a 3 |b\n1 |a 4 |b\n0 |a 5 |b\n8 |a 6 |b\n",
+            "|a 7 |b\n|a 8 |b\n|a 9 |b\n",
+        ]);
+        assert_eq!(keys, [0, 1, 2, 8, 7, 9]);
+        let used_as_line_key = |id: u64| {
+            format!(
+                "sequence id {id} was already used as the key of an earlier sequence in a file \
+                 without ids (whose keys are 0-based line numbers across the corpus)"
+            )
+        };
+        assert_eq!(
+            errors,
+            [
+                (2, used_as_line_key(1)),
+                (3, used_as_line_key(0)),
+                (
+                    2,
+                    "sequence 8 repeats the id 8 of an earlier sequence (in a file without \
+                     ids a sequence's key is its 0-based line number across the corpus, and \
+                     keys must be unique)"
+                        .to_string()
+                )
+            ]
+        );
+        // An id that repeats both an id and a line-mode key is said to repeat the line key
+        // (as the index says, which looks for the line key only).
+        let (keys, errors) = parse_corpus(&["1 |a 1 |b\n", "|a 2 |b\n", "1 |a 3 |b\n"]);
+        assert_eq!(keys, [1]);
+        assert_eq!(errors.len(), 2);
+        assert_eq!(errors[1], (1, used_as_line_key(1)));
+        // A line-mode line that is no sequence (only an input not configured) repeats nothing.
+        let (keys, errors) = parse_corpus(&["5 |a 1 |b\n", "|a 2 |b\n|zz 3\n", "2 |a 3 |b\n"]);
+        assert_eq!((keys, errors), (vec![5, 1, 2], vec![]));
+    }
+
+    #[test]
+    fn a_range_reports_the_repeats_the_index_lists() {
+        let mut p = StreamParser::<f32>::new(&inputs(), StreamOptions::default());
+        let repeated = |line, repeats_line_key| RepeatedKey {
+            line,
+            repeats_line_key,
+        };
+        p.start_range(
+            KeyMode::Ids,
+            4,
+            0,
+            vec![repeated(4, true), repeated(6, false)],
+        );
+        p.feed(b"7 |a 1 |b\n8 |a 2 |b\n9 |a 3 |b\n").unwrap();
+        p.finish_file().unwrap();
+        p.start_range(KeyMode::Lines, 2, 10, vec![repeated(3, false)]);
+        p.feed(b"|a 4 |b\n|a 5 |b\n").unwrap();
+        p.finish_file().unwrap();
+        let keys: Vec<u64> = p.sequences().sequences.iter().map(|s| s.key).collect();
+        assert_eq!(keys, [8, 11]);
+        let errors: Vec<(u64, &str)> = p
+            .diagnostics()
+            .iter()
+            .map(|d| (d.line, &d.message[..d.message.find(" (").unwrap()]))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                (
+                    4,
+                    "sequence id 7 was already used as the key of an earlier sequence in a file \
+                     without ids"
+                ),
+                (6, "sequence id 9 was already used by an earlier sequence"),
+                (3, "sequence 12 repeats the id 12 of an earlier sequence")
+            ]
+        );
     }
 
     #[test]

@@ -150,7 +150,7 @@ struct Group {
     key: Option<u64>,
     first_line: u64,
     lines: Vec<u64>,
-    id_error: bool,
+    key_error: bool,
     first_bad: Option<u64>,
     counted: u32,
     samples: Vec<Vec<SampleSnap>>,
@@ -168,14 +168,15 @@ pub fn reference<T: Flt>(
     reference_in_corpus::<T>(text, inputs, options, key_base, &mut HashSet::new())
 }
 
-/// [`reference`] for one file of a corpus: `seen_ids` holds the ids of the earlier files
-/// (ids are unique across the corpus) and receives this file's.
+/// [`reference`] for one file of a corpus: `seen_keys` holds the keys of the earlier files'
+/// sequences, ids and line-mode keys alike (keys are unique across the corpus, SPEC §1), and
+/// receives this file's.
 pub fn reference_in_corpus<T: Flt>(
     text: &[u8],
     inputs: &[InputConfig],
     options: StreamOptions,
     key_base: u64,
-    seen_ids: &mut HashSet<u64>,
+    seen_keys: &mut HashSet<u64>,
 ) -> Option<RefOut> {
     if text.starts_with(b"\xFF\xFE") || text.starts_with(b"\xFE\xFF") {
         return None;
@@ -202,11 +203,11 @@ pub fn reference_in_corpus<T: Flt>(
     // Whitespace before the first id, skipped.
     let mut lead = 0;
     let mut open: Option<Group> = None;
-    let new_group = |key, first_line, id_error| Group {
+    let new_group = |key, first_line, key_error| Group {
         key,
         first_line,
         lines: Vec::new(),
-        id_error,
+        key_error,
         first_bad: None,
         counted: 0,
         samples: vec![Vec::new(); inputs.len()],
@@ -249,11 +250,11 @@ pub fn reference_in_corpus<T: Flt>(
                 .is_some_and(|g| g.key.is_some() && g.key == id);
             if !same {
                 close(open.take(), &mut out, options);
-                let id_error = match id {
+                let key_error = match id {
                     None => true,
-                    Some(id) => !seen_ids.insert(id),
+                    Some(id) => !seen_keys.insert(id),
                 };
-                open = Some(new_group(id, line_no, id_error));
+                open = Some(new_group(id, line_no, key_error));
                 if no_data {
                     out.ambiguous = true;
                 }
@@ -278,6 +279,10 @@ pub fn reference_in_corpus<T: Flt>(
             }
         }
         if !ids {
+            // A line that is a sequence uses its key (a blank or comment-only line does not).
+            if group.first_bad.is_some() || group.counted > 0 {
+                group.key_error = !seen_keys.insert(group.key.expect("a line-mode key"));
+            }
             close(open.take(), &mut out, options);
         }
     }
@@ -287,7 +292,7 @@ pub fn reference_in_corpus<T: Flt>(
 
 fn close(group: Option<Group>, out: &mut RefOut, options: StreamOptions) {
     let Some(g) = group else { return };
-    if !g.id_error && g.first_bad.is_none() && g.counted == 0 {
+    if !g.key_error && g.first_bad.is_none() && g.counted == 0 {
         return; // no configured data: not a sequence
     }
     let counts: Vec<usize> = g.samples.iter().map(Vec::len).collect();
@@ -296,8 +301,8 @@ fn close(group: Option<Group>, out: &mut RefOut, options: StreamOptions) {
     // definesMBSize, for which CNTK counted lines differently).
     let rule_broken =
         counts.contains(&0) || g.counted as usize > longest || (options.frame_mode && longest > 1);
-    if g.id_error || g.first_bad.is_some() || rule_broken {
-        let first_error_line = match (g.id_error, g.first_bad) {
+    if g.key_error || g.first_bad.is_some() || rule_broken {
+        let first_error_line = match (g.key_error, g.first_bad) {
             (false, Some(bad)) => bad,
             _ => g.first_line,
         };
