@@ -1602,6 +1602,17 @@ fn reader_level_keys_of_a_later_deserializer_must_agree() {
            (the default); a reader-level parameter holds for every deserializer",
         ],
     );
+    // The default window written out agrees with the default (128 chunks); another does not.
+    assert_eq!(
+        read(&two_deserializers("", "", "randomizationWindow = 128")),
+        read(&two_deserializers("", "", ""))
+    );
+    assert_error(
+        &two_deserializers("", "", "randomizationWindow = 127"),
+        9,
+        5,
+        &["is 127, but the reader uses 128 (the default)"],
+    );
     // `default` in a later deserializer means the default, which must agree too.
     assert_error(
         &two_deserializers("precision = \"double\"", "", "precision = default"),

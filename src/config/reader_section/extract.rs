@@ -11,7 +11,7 @@ use crate::config::brainscript::{Error, Evaluator, ExprKind, Pos, RecordValue, V
 use crate::config::builder::{defaults, validate, InputOrigin, JoinedOrigin, Origin};
 use crate::config::{
     ConfigError, ConfigOverrides, ConfigWarning, InputConfig, JoinedDeserializer, Precision,
-    RandomizerKind, ReaderConfig, ReaderForm, StorageFormat,
+    RandomizerKind, ReaderConfig, ReaderForm, StorageFormat, DEFAULT_WINDOW_CHUNKS,
 };
 
 use super::keys::{is_reader_key, reader_keys, suggest, INPUT_PARAMS};
@@ -51,9 +51,14 @@ const READER_WIDE_PARAMS: [(&str, WrittenValue); 13] = [
     }),
     ("randomize", |c| c.randomize.to_string()),
     ("randomizationSeed", |c| c.randomization_seed.to_string()),
+    // Unset acts as the default window in chunks (see `ReaderConfig::window`); with a
+    // sample-based window it is an error found later.
     ("randomizationWindow", |c| {
-        c.randomization_window
-            .map_or_else(|| "'auto'".to_string(), |w| w.to_string())
+        match (c.randomization_window, c.sample_based_randomization_window) {
+            (Some(window), _) => window.to_string(),
+            (None, Some(true)) => "'none'".to_string(),
+            (None, _) => DEFAULT_WINDOW_CHUNKS.to_string(),
+        }
     }),
     // Unset acts as false (see `ReaderConfig::window`).
     ("sampleBasedRandomizationWindow", |c| {
