@@ -1602,6 +1602,28 @@ fn reader_level_keys_of_a_later_deserializer_must_agree() {
            (the default); a reader-level parameter holds for every deserializer",
         ],
     );
+    // A record enclosing the reader gives its values too (CNTK reads the reader's keys
+    // outward from the reader record): they must agree with the first deserializer's.
+    for (key, value, differing) in [
+        ("precision", "\"double\"", "\"float\""),
+        ("maxErrors", "3", "5"),
+    ] {
+        let around = |text: String| format!("{key} = {value}\n{text}");
+        let given = format!("{key} = {value}");
+        assert_eq!(
+            read(&around(two_deserializers("", &given, ""))),
+            read(&two_deserializers(&given, "", ""))
+        );
+        assert_error(
+            &around(two_deserializers("", &format!("{key} = {differing}"), "")),
+            1,
+            1,
+            &[&format!(
+                "parameter '{key}' of a record enclosing the reader is {}",
+                value.replace('"', "'")
+            )],
+        );
+    }
     // The default window written out agrees with the default (128 chunks); another does not.
     assert_eq!(
         read(&two_deserializers("", "", "randomizationWindow = 128")),

@@ -82,6 +82,15 @@ const READER_WIDE_PARAMS: [(&str, WrittenValue); 13] = [
     ("partitionIndex", |c| c.partition_index.to_string()),
 ];
 
+/// Where [`Extractor::check_agreement`] looks for a record's reader-level keys.
+#[derive(Clone, Copy)]
+enum Lookup {
+    /// In the record's own members only.
+    Own,
+    /// In the record, then in the records enclosing it, as its values are read.
+    Outward,
+}
+
 /// Reads one reader section; collects warnings on the way.
 struct Extractor<'e, 'a> {
     eval: &'e mut Evaluator<'a>,
@@ -331,12 +340,14 @@ impl<'a> Extractor<'_, 'a> {
                         self.parameters(deserializer, ReaderForm::Composite, primary)?;
                     merged = Some(match merged {
                         None => {
-                            // The reader record's own reader-level values must agree with
-                            // the first deserializer's, which hold for the whole reader.
+                            // The reader record's reader-level values, its own or an
+                            // enclosing record's (CNTK reads them there), must agree with the
+                            // first deserializer's, which hold for the whole reader.
                             let mut reader_view = defaults();
                             self.reader_wide(reader, &mut reader_view, &mut Origin::default())?;
                             self.check_agreement(
                                 reader,
+                                Lookup::Outward,
                                 "the reader record",
                                 &reader_view,
                                 &config,
@@ -348,6 +359,7 @@ impl<'a> Extractor<'_, 'a> {
                             let number = d + 1;
                             self.check_agreement(
                                 deserializer,
+                                Lookup::Own,
                                 &format!("deserializer {number}"),
                                 &config,
                                 &primary,
@@ -672,14 +684,16 @@ impl<'a> Extractor<'_, 'a> {
     }
 
     /// Checks that every reader-level parameter that `record` (named `what` in messages)
-    /// writes itself has the value in effect for the whole reader: a reader-level parameter
-    /// written in a deserializer or the reader record and not used would be ignored.
+    /// writes itself, or with [`Lookup::Outward`] finds in a record enclosing it, has the
+    /// value in effect for the whole reader: a reader-level parameter written in a
+    /// deserializer, the reader record or around it and not used would be ignored.
     /// `view` holds the values as `record` sees them; `effective` and `effective_origin`
     /// those in effect (the first deserializer's) and where they were written. A parameter
     /// replaced by the overrides is not read, so not compared.
     fn check_agreement(
         &self,
         record: &RecordValue<'a>,
+        lookup: Lookup,
         what: &str,
         view: &ReaderConfig,
         effective: &ReaderConfig,
@@ -689,8 +703,17 @@ impl<'a> Extractor<'_, 'a> {
             if key == "precision" && self.overrides.precision.is_some() {
                 continue;
             }
-            let Some(found) = record.find(key).map_err(|e| self.script_error(&e))? else {
+            let found = match lookup {
+                Lookup::Own => record.find(key),
+                Lookup::Outward => record.find_outward(key),
+            };
+            let Some(found) = found.map_err(|e| self.script_error(&e))? else {
                 continue;
+            };
+            let what = if found.owner.pos() == record.pos() {
+                what
+            } else {
+                "a record enclosing the reader"
             };
             let (written, in_effect) = (value_of(view), value_of(effective));
             if written == in_effect {
