@@ -919,6 +919,33 @@ fn secondary_ids_too_long_for_64_bits_are_listed_as_written() {
 }
 
 #[test]
+fn a_first_id_after_a_carriage_return_is_listed_as_written() {
+    // CR is whitespace, so a file may start with one before its first id, also behind a
+    // byte order mark; the join's warning reads the id past it.
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    put(d, "p.ctf", "0 |x 0\n");
+    for start in ["\r", "\u{feff}\r \t"] {
+        put(
+            d,
+            "q.ctf",
+            format!("{start}77777777777777777777777 |y 1\n0 |y 0\n"),
+        );
+        put(d, "c.cntk", xy_config("randomize = false", "\"q.ctf\""));
+        let r = run_expect(&["dump", "c.cntk"], Some(d), 0);
+        assert_eq!(keys(&r.stdout), [0]);
+        assert!(
+            r.stderr.contains(
+                "q.ctf: warning: 1 sequences have keys that the first deserializer does not \
+                 have; they are not read (keys 77777777777777777777777)"
+            ),
+            "{:?}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
 fn validate_reports_every_missing_key_and_the_unmatched_ones() {
     let mut t = two_files(30, 19);
     // Two keys without labels, and three label sequences with keys the features lack.

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use crate::config::{InputConfig, ReaderConfig};
 use crate::diag::Diagnostic;
+use crate::index::scan::is_space;
 use crate::index::{CorpusIndex, FileStamp, IndexedFile, KeyMode};
 use crate::parser::stream::byte_order_mark_len;
 use crate::parser::{
@@ -185,10 +186,7 @@ fn check_file(file: &File, indexed: &IndexedFile) -> Result<(), LoadError> {
 /// line-mode range whose parse depends on whether it is its file's first line with content
 /// (see [`StreamParser::range_starts_at_first_content`]).
 fn starts_with_digits_after_space(text: &[u8]) -> bool {
-    let digit_at = text
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t' | b'\r'))
-        .unwrap_or(0);
+    let digit_at = text.iter().position(|&b| !is_space(b)).unwrap_or(0);
     digit_at > 0 && text[digit_at].is_ascii_digit()
 }
 
@@ -208,10 +206,7 @@ fn only_space_before(file: &File, end: u64) -> io::Result<bool> {
             let bom = byte_order_mark_len(text).unwrap_or(0);
             text = &text[bom..];
         }
-        if !text
-            .iter()
-            .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-        {
+        if !text.iter().all(|&b| is_space(b) || b == b'\n') {
             return Ok(false);
         }
         offset += len as u64;

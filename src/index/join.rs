@@ -14,6 +14,7 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::index::scan::is_space;
 use crate::index::{CorpusIndex, IndexWarning};
 use crate::parser::quote::QUOTED_BYTES;
 
@@ -180,7 +181,7 @@ fn written_id(path: &Path, offset: u64) -> Option<String> {
         }
         next = bytes.next();
     }
-    while matches!(next, Some(b' ' | b'\t')) {
+    while next.is_some_and(is_space) {
         next = bytes.next();
     }
     let mut id = String::new();

@@ -149,7 +149,9 @@ fn ends_name(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'|' | b'\n')
 }
 
-fn is_space(b: u8) -> bool {
+/// Space, TAB and CR: whitespace within a line (as in the parser), also the whitespace
+/// that may precede a file's first id.
+pub(crate) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r')
 }
 
