@@ -1941,3 +1941,39 @@ fn configuration_warnings_are_silent_at_trace_level_0() {
     let r = run_expect(&["dump", "quiet.cntk", "--trace-level", "1"], Some(dir), 0);
     assert!(r.stderr.contains(warned), "{}", r.stderr);
 }
+
+#[test]
+fn warnings_and_errors_come_in_file_order_and_stop_at_the_fatal_error() {
+    // With maxErrors = 1 the error on line 5 is fatal: the warnings of lines 2 and 4 come
+    // in file order among the errors, and that of line 6, after the fatal error, is never
+    // reported (`dump` reported every warning of a step first, line 6's too).
+    let dir = TempDir::new().unwrap();
+    write(
+        dir.path(),
+        "w.ctf",
+        "|a 1 2\n|a 1\n|a x 2\n|a 1\n|a y 1\n|a 1\n",
+    );
+    write(
+        dir.path(),
+        "w.cntk",
+        "reader = [ file = \"w.ctf\"; maxErrors = 1; randomize = false\n  \
+         input = [ a = [ dim = 2; format = \"dense\" ] ] ]\n",
+    );
+    let padded = "warning: input 'a' has 1 of 2 values; padded with zeros";
+    let expected = [
+        format!("w.ctf:2:1: {padded}"),
+        "w.ctf:3:4: error: input 'a': malformed number 'x': not a number".to_string(),
+        format!("w.ctf:4:1: {padded}"),
+        "w.ctf:5:4: error: too many invalid sequences: more than maxErrors = 1 (the last \
+         one: input 'a': malformed number 'y': not a number)"
+            .to_string(),
+    ];
+    for args in [
+        &["dump", "w.cntk"][..],
+        &["read", "w.cntk", "--mb-size", "10", "--jsonl"],
+    ] {
+        let r = run_expect(args, Some(dir.path()), 1);
+        let lines: Vec<&str> = r.stderr.lines().collect();
+        assert_eq!(lines, expected, "{args:?}");
+    }
+}

@@ -150,12 +150,13 @@ impl ErrorBudget {
         Self::new(config.max_errors, config.trace_level)
     }
 
-    /// Handles one step of a read of file `file`: reports its warnings (errors among
-    /// `diagnostics` are not reported: each invalid sequence reports its first error), then
-    /// charges its invalid sequences in order, reporting each skipped one's first error.
+    /// Handles one step of a read of file `file`: charges its invalid sequences in order,
+    /// reporting each skipped one's first error, and reports its warnings in file order
+    /// among them (errors among `diagnostics` are not reported: each invalid sequence
+    /// reports its first error).
     ///
     /// Returns the cut when a sequence exceeds the budget; the sequences after it are neither
-    /// charged nor reported.
+    /// charged nor reported, nor are the warnings after its first error.
     pub fn charge(
         &mut self,
         file: &str,
@@ -163,16 +164,24 @@ impl ErrorBudget {
         invalid: &[InvalidSequence],
         sink: &mut dyn FnMut(&str, &Diagnostic),
     ) -> Result<(), BudgetExceeded> {
-        if self.trace_level >= 1 {
-            for d in diagnostics
-                .iter()
-                .filter(|d| d.severity == Severity::Warning)
-            {
-                let (file, d) = d.resolved(file);
-                sink(file, &d);
-            }
-        }
+        let mut warnings = diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .peekable();
+        let trace_level = self.trace_level;
+        let mut report_warnings =
+            |before: Option<(u64, u64)>, sink: &mut dyn FnMut(&str, &Diagnostic)| {
+                while let Some(w) =
+                    warnings.next_if(|w| before.is_none_or(|at| (w.line, w.col) < at))
+                {
+                    if trace_level >= 1 {
+                        let (file, w) = w.resolved(file);
+                        sink(file, &w);
+                    }
+                }
+            };
         for seq in invalid {
+            report_warnings(Some((seq.first_error.line, seq.first_error.col)), sink);
             self.invalid_so_far += 1;
             let (file, first_error) = seq.first_error.resolved(file);
             if self.invalid_so_far > self.max_errors {
@@ -189,6 +198,7 @@ impl ErrorBudget {
                 sink(file, &first_error);
             }
         }
+        report_warnings(None, sink);
         Ok(())
     }
 }
