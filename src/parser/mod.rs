@@ -4,7 +4,7 @@
 //! [`columns`] holds the decoded data, and [`stream`] drives them over a byte stream,
 //! grouping lines into sequences (`word` holds the word-at-a-time helpers they share with
 //! the index scan, `block` the byte masks of 64-byte blocks, `quote` the rendering of data
-//! bytes in messages). Nothing here does I/O or knows about files or threads.
+//! bytes in messages, `seen_keys` the keys the stream has met). Nothing here does I/O or knows about files or threads.
 
 pub(crate) mod block;
 pub mod columns;
@@ -17,6 +17,7 @@ pub(crate) mod long_mantissa;
 pub(crate) mod lookup;
 pub mod number;
 pub(crate) mod quote;
+pub(crate) mod seen_keys;
 pub mod stream;
 pub mod values;
 pub(crate) mod word;

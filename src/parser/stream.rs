@@ -8,9 +8,7 @@
 //! files: the reader feeds it the bytes of one file after another and attaches file names to
 //! what it reports. Feeding the same bytes split at any point gives the same result.
 
-use std::collections::HashSet;
 use std::fmt;
-use std::ops::Range;
 
 use memchr::{memchr, memrchr};
 
@@ -20,6 +18,7 @@ use crate::parser::columns::{BufferLengths, ParsedSequences, SequenceInfo};
 use crate::parser::line::{skip_space, LineLead, LineParser};
 use crate::parser::number::Element;
 use crate::parser::quote::{quote, QUOTED_BYTES};
+use crate::parser::seen_keys::{KeyRuns, SeenIds};
 use crate::parser::word::{leading_digits, load_word, low_bytes};
 
 /// Options of the sequence rules that are not about inputs.
@@ -111,12 +110,10 @@ pub struct RepeatedKey {
 #[derive(Clone, Debug)]
 enum RepeatCheck {
     /// Whole files: remember every id seen, and the line-mode keys of the sequences of files
-    /// without ids as increasing ranges (a file's keys increase, and most of its lines are
-    /// sequences, so it usually takes one range).
-    Track {
-        ids: HashSet<u64>,
-        line_keys: Vec<Range<u64>>,
-    },
+    /// without ids, as runs of consecutive keys where they increase (module `seen_keys`: a
+    /// file numbered 0, 1, 2, … takes one run, and so does a file without ids whose lines
+    /// are all sequences).
+    Track { ids: SeenIds, line_keys: KeyRuns },
     /// A byte range of a file: the index lists the (sorted) sequences whose key repeats an
     /// earlier one anywhere in the corpus.
     Given {
@@ -129,8 +126,8 @@ impl RepeatCheck {
     /// A check that has seen no key yet.
     fn new() -> Self {
         RepeatCheck::Track {
-            ids: HashSet::new(),
-            line_keys: Vec::new(),
+            ids: SeenIds::default(),
+            line_keys: KeyRuns::default(),
         }
     }
 
@@ -147,10 +144,7 @@ impl RepeatCheck {
     fn id_repeat(&mut self, id: u64, line: u64) -> Option<String> {
         let repeats_line_key = match self {
             RepeatCheck::Track { ids, line_keys } => {
-                let line_key = !line_keys.is_empty() && {
-                    let at = line_keys.partition_point(|r| r.end <= id);
-                    line_keys.get(at).is_some_and(|r| r.start <= id)
-                };
+                let line_key = line_keys.contains(id);
                 let seen = !ids.insert(id);
                 if !line_key && !seen {
                     return None;
@@ -180,11 +174,8 @@ impl RepeatCheck {
     fn line_key_repeat(&mut self, key: u64, line: u64) -> Option<String> {
         let repeated = match self {
             RepeatCheck::Track { ids, line_keys } => {
-                match line_keys.last_mut() {
-                    Some(keys) if keys.end == key => keys.end += 1,
-                    _ => line_keys.push(key..key + 1),
-                }
-                !ids.is_empty() && ids.contains(&key)
+                line_keys.push(key);
+                !ids.is_empty() && ids.contains(key)
             }
             RepeatCheck::Given { repeated, next } => Self::given(repeated, next, line).is_some(),
         };
