@@ -285,7 +285,7 @@ fn decimal_at<T: Element>(
     let len = len as u32;
     // Digits but for one point, which has a digit on either side; at most 7 digits.
     if digit | point != all
-        || point & (point - 1) != 0
+        || point & point.wrapping_sub(1) != 0
         || digit & 1 == 0
         || digit >> (len - 1) == 0
         || len - has_point > 7
