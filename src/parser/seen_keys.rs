@@ -5,8 +5,8 @@
 //! Files almost always number their sequences in increasing order (0, 1, 2, …), and a file
 //! without ids numbers them by line. Keys that come in increasing order are kept as runs of
 //! consecutive keys ([`KeyRuns`]), so a file numbered 0, 1, 2, … takes one run however many
-//! sequences it has; only an id smaller than one seen before goes into a hash set
-//! ([`SeenIds`]). A hash set of every id, as before, took about 22 bytes a sequence:
+//! sequences it has; only a key smaller than one seen before goes into a hash set
+//! ([`SeenKeys`]). A hash set of every id, as before, took about 22 bytes a sequence:
 //! `validate` of 5,000,000 sequences numbered 0 to 4,999,999 peaked at 131 MB, and now at
 //! 20 MB.
 
@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 /// Keys given in strictly increasing order, kept as runs of consecutive keys.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct KeyRuns {
+struct KeyRuns {
     /// `(first, last)` of each run, both included, in increasing order; a run's `first` is
     /// more than one past the `last` of the run before it.
     runs: Vec<(u64, u64)>,
@@ -22,12 +22,12 @@ pub(crate) struct KeyRuns {
 
 impl KeyRuns {
     /// The largest key pushed, if any.
-    pub(crate) fn last(&self) -> Option<u64> {
+    fn last(&self) -> Option<u64> {
         self.runs.last().map(|&(_, last)| last)
     }
 
     /// Adds `key`, which must be larger than every key pushed before (see [`KeyRuns::last`]).
-    pub(crate) fn push(&mut self, key: u64) {
+    fn push(&mut self, key: u64) {
         debug_assert!(self.last().is_none_or(|last| key > last));
         match self.runs.last_mut() {
             Some((_, last)) if last.checked_add(1) == Some(key) => *last = key,
@@ -36,47 +36,47 @@ impl KeyRuns {
     }
 
     /// Whether `key` was pushed.
-    pub(crate) fn contains(&self, key: u64) -> bool {
+    fn contains(&self, key: u64) -> bool {
         let after = self.runs.partition_point(|&(first, _)| first <= key);
         after > 0 && self.runs[after - 1].1 >= key
     }
 
     /// Whether no key was pushed.
-    pub(crate) fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.runs.is_empty()
     }
 }
 
-/// Sequence ids in any order: those larger than every id before them as [`KeyRuns`], the
-/// others in a hash set.
+/// Keys in any order: those larger than every key before them as [`KeyRuns`], the others
+/// in a hash set.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct SeenIds {
+pub(crate) struct SeenKeys {
     increasing: KeyRuns,
-    /// Ids that came after a larger one and were not seen before.
+    /// Keys that came after a larger one and were not seen before.
     out_of_order: HashSet<u64>,
 }
 
-impl SeenIds {
-    /// Adds `id`; whether it is new (`false`: it was seen before).
-    pub(crate) fn insert(&mut self, id: u64) -> bool {
+impl SeenKeys {
+    /// Adds `key`; whether it is new (`false`: it was seen before).
+    pub(crate) fn insert(&mut self, key: u64) -> bool {
         match self.increasing.last() {
-            // Larger than every id so far, so in neither set.
-            Some(last) if id <= last => {
-                !self.increasing.contains(id) && self.out_of_order.insert(id)
+            Some(last) if key <= last => {
+                !self.increasing.contains(key) && self.out_of_order.insert(key)
             }
+            // Larger than every key so far, so in neither set.
             _ => {
-                self.increasing.push(id);
+                self.increasing.push(key);
                 true
             }
         }
     }
 
-    /// Whether `id` was added.
-    pub(crate) fn contains(&self, id: u64) -> bool {
-        self.increasing.contains(id) || self.out_of_order.contains(&id)
+    /// Whether `key` was added.
+    pub(crate) fn contains(&self, key: u64) -> bool {
+        self.increasing.contains(key) || self.out_of_order.contains(&key)
     }
 
-    /// Whether no id was added.
+    /// Whether no key was added.
     pub(crate) fn is_empty(&self) -> bool {
         self.increasing.is_empty()
     }
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn consecutive_keys_take_one_run() {
-        let mut ids = SeenIds::default();
+        let mut ids = SeenKeys::default();
         for id in 0..100_000 {
             assert!(ids.insert(id));
         }
@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn the_largest_id_and_zero() {
-        let mut ids = SeenIds::default();
+        let mut ids = SeenKeys::default();
         assert!(ids.is_empty() && !ids.contains(0) && !ids.contains(u64::MAX));
         assert!(ids.insert(u64::MAX - 1));
         assert!(ids.insert(u64::MAX));
@@ -138,7 +138,7 @@ mod tests {
             probes in proptest::collection::vec(
                 prop_oneof![0u64..70, (u64::MAX - 70)..=u64::MAX], 0..50),
         ) {
-            let mut seen = SeenIds::default();
+            let mut seen = SeenKeys::default();
             let mut reference = HashSet::new();
             for &id in &ids {
                 prop_assert_eq!(seen.insert(id), reference.insert(id));

@@ -18,7 +18,7 @@ use crate::parser::columns::{BufferLengths, ParsedSequences, SequenceInfo};
 use crate::parser::line::{skip_space, LineLead, LineParser};
 use crate::parser::number::Element;
 use crate::parser::quote::{quote, QUOTED_BYTES};
-use crate::parser::seen_keys::{KeyRuns, SeenIds};
+use crate::parser::seen_keys::SeenKeys;
 use crate::parser::word::{leading_digits, load_word, low_bytes};
 
 /// Options of the sequence rules that are not about inputs.
@@ -113,7 +113,7 @@ enum RepeatCheck {
     /// without ids, as runs of consecutive keys where they increase (module `seen_keys`: a
     /// file numbered 0, 1, 2, … takes one run, and so does a file without ids whose lines
     /// are all sequences).
-    Track { ids: SeenIds, line_keys: KeyRuns },
+    Track { ids: SeenKeys, line_keys: SeenKeys },
     /// A byte range of a file: the index lists the (sorted) sequences whose key repeats an
     /// earlier one anywhere in the corpus.
     Given {
@@ -126,8 +126,8 @@ impl RepeatCheck {
     /// A check that has seen no key yet.
     fn new() -> Self {
         RepeatCheck::Track {
-            ids: SeenIds::default(),
-            line_keys: KeyRuns::default(),
+            ids: SeenKeys::default(),
+            line_keys: SeenKeys::default(),
         }
     }
 
@@ -174,7 +174,7 @@ impl RepeatCheck {
     fn line_key_repeat(&mut self, key: u64, line: u64) -> Option<String> {
         let repeated = match self {
             RepeatCheck::Track { ids, line_keys } => {
-                line_keys.push(key);
+                line_keys.insert(key);
                 !ids.is_empty() && ids.contains(key)
             }
             RepeatCheck::Given { repeated, next } => Self::given(repeated, next, line).is_some(),
