@@ -472,6 +472,25 @@ fn macros_inside_string_values_are_errors() {
         37,
         &["parameter 'format' of input 'x' uses the macro '$Fmt$'"],
     );
+    // A quoted macro where a number or a boolean is expected (CNTK substitutes it, then
+    // strips the quotes) is reported as the macro, not as a string of the wrong type.
+    let text = "reader = [\n  file = \"a\"\n  input = [ x = [ dim = \"$Dim$\"; format = \"dense\" ] ]\n]\n";
+    assert_error(
+        text,
+        3,
+        25,
+        &[
+            "parameter 'dim' of input 'x' uses the macro '$Dim$', which is not supported",
+            "pass --input",
+        ],
+    );
+    let text = "reader = [\n  file = \"a\"\n  randomize = \"$Shuffle$\"\n  input = [ x = [ dim = 1; format = \"dense\" ] ]\n]\n";
+    assert_error(
+        text,
+        3,
+        15,
+        &["parameter 'randomize' uses the macro '$Shuffle$', which is not supported"],
+    );
 }
 
 // ---------------------------------------------------------------------------------------

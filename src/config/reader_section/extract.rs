@@ -158,7 +158,12 @@ impl Param<'_> {
         ConfigError::at(source, self.pos, message)
     }
 
+    /// The error for a value that is not `expected`; a value holding a `$name$` macro (a
+    /// quoted one, as in `dim = "$vocabSize$"`) is reported as that macro.
     fn wrong_type(&self, source: &str, expected: &str) -> ConfigError {
+        if let Some(found) = self.text().and_then(macro_in) {
+            return self.macro_error(source, found);
+        }
         self.error(
             source,
             format!(
@@ -182,20 +187,28 @@ impl Param<'_> {
             .text()
             .ok_or_else(|| self.wrong_type(source, "a string"))?;
         if let Some(found) = macro_in(text) {
-            let hint = if self.label == "parameter 'file'" {
-                "edit the configuration or pass --file"
-            } else {
-                "edit the configuration"
-            };
-            return Err(self.error(
-                source,
-                format!(
-                    "{} uses the macro '{found}', which is not supported; {hint}",
-                    self.label
-                ),
-            ));
+            return Err(self.macro_error(source, found));
         }
         Ok(text.to_string())
+    }
+
+    /// The error for the macro `found` in this parameter's value, with the override that
+    /// can stand in for it.
+    fn macro_error(&self, source: &str, found: &str) -> ConfigError {
+        let hint = if self.label == "parameter 'file'" {
+            "edit the configuration or pass --file"
+        } else if self.label.contains(" of input '") {
+            "edit the configuration or pass --input"
+        } else {
+            "edit the configuration"
+        };
+        self.error(
+            source,
+            format!(
+                "{} uses the macro '{found}', which is not supported; {hint}",
+                self.label
+            ),
+        )
     }
 
     fn boolean(&self, source: &str) -> Result<bool, ConfigError> {
