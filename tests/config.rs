@@ -668,6 +668,30 @@ fn all_scalar_parameters() {
 }
 
 #[test]
+fn quoted_integers_are_integers() {
+    // CNTK runs a configuration with `command` through its legacy parser, which keeps every
+    // value as text without its quotes, so a quoted integer is that integer there.
+    let c = read(&legacy(
+        "    randomizationSeed = \"7\"\n    randomizationWindow = \"50\"\n    maxErrors = \"12\"\n    traceLevel = \"0\"\n    chunkSizeInBytes = \"4096\"\n    verbosity = \"2\"\n    numDataPartitions = \"4\"\n    partitionIndex = \"3\"",
+        "        x = [ dim = \"784\"; format = \"dense\" ]\n        y = [ dim = '10'; format = \"sparse\" ]",
+    ));
+    let expected = ReaderConfig::builder()
+        .file("data.ctf")
+        .input(InputConfig::dense("x", 784))
+        .input(InputConfig::sparse("y", 10))
+        .randomization_seed(7)
+        .randomization_window(50)
+        .max_errors(12)
+        .trace_level(0)
+        .chunk_size_in_bytes(4096)
+        .verbosity(2)
+        .partition(3, 4)
+        .build()
+        .unwrap();
+    assert_eq!(c, expected);
+}
+
+#[test]
 fn inputs_keep_configuration_order_and_flags() {
     let c = read(&legacy(
         "",
@@ -822,7 +846,8 @@ fn wrong_values() {
         ("", "        x = [ dim = 0; format = \"dense\" ]", 6, 21, "parameter 'dim' of input 'x' must be a positive integer, got 0"),
         ("", "        x = [ dim = -1; format = \"dense\" ]", 6, 21, "parameter 'dim' of input 'x' must be a positive integer, got -1"),
         ("", "        x = [ dim = 2.5; format = \"dense\" ]", 6, 21, "got 2.5"),
-        ("", "        x = [ dim = \"3\"; format = \"dense\" ]", 6, 21, "got '3'"),
+        ("", "        x = [ dim = \"3.0\"; format = \"dense\" ]", 6, 21, "got '3.0'"),
+        ("", "        x = [ dim = \" 3\"; format = \"dense\" ]", 6, 21, "got ' 3'"),
         ("", "        x = [ dim = 3; format = \"dens\" ]", 6, 33, "unknown format 'dens' for input 'x': expected 'dense' or 'sparse'"),
         ("", "        x = [ dim = 3; format = 1 ]", 6, 33, "parameter 'format' of input 'x' must be a string, got 1"),
         ("", "        x = [ dim = 2147483648; format = \"sparse\" ]", 6, 21, "sparse input 'x' must be at most 2147483647"),

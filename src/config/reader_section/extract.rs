@@ -126,6 +126,15 @@ fn whole(n: f64) -> Option<u64> {
     valid.then_some(n as u64)
 }
 
+/// The value of `text` when it is a decimal integer below 2^64 written with digits only.
+/// CNTK runs a configuration with `command` through its legacy parser, which keeps every
+/// value as text without its quotes and converts it where it is used (`Config.h`), so
+/// `dim = "784"` is 784 there.
+fn decimal(text: &str) -> Option<u64> {
+    let digits_only = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    digits_only.then(|| text.parse().ok()).flatten()
+}
+
 /// The first `$name$` macro inside a string, if any.
 fn macro_in(text: &str) -> Option<&str> {
     let mut rest = text;
@@ -221,12 +230,14 @@ impl Param<'_> {
     }
 
     fn unsigned(&self, source: &str, max: u64, expected: &str) -> Result<u64, ConfigError> {
-        match &self.raw {
-            Raw::Value(Value::Number(n)) => whole(*n)
-                .filter(|v| *v <= max)
-                .ok_or_else(|| self.wrong_type(source, expected)),
-            _ => Err(self.wrong_type(source, expected)),
-        }
+        let value = match &self.raw {
+            Raw::Value(Value::Number(n)) => whole(*n),
+            Raw::Value(Value::Str(s)) => decimal(s),
+            _ => None,
+        };
+        value
+            .filter(|v| *v <= max)
+            .ok_or_else(|| self.wrong_type(source, expected))
     }
 
     fn u64(&self, source: &str) -> Result<u64, ConfigError> {
@@ -888,6 +899,17 @@ mod tests {
         for key in super::super::keys::READER_PARAMS {
             let wide = READER_WIDE_PARAMS.iter().any(|(k, _)| *k == key);
             assert!(wide != of_each_deserializer.contains(&key), "{key}");
+        }
+    }
+
+    #[test]
+    fn decimal_integers_in_strings() {
+        assert_eq!(decimal("784"), Some(784));
+        assert_eq!(decimal("007"), Some(7));
+        assert_eq!(decimal("18446744073709551615"), Some(u64::MAX));
+        assert_eq!(decimal("18446744073709551616"), None);
+        for text in ["", " 1", "1 ", "+1", "-1", "1.0", "1e3", "0x10", "١"] {
+            assert_eq!(decimal(text), None, "{text:?}");
         }
     }
 
