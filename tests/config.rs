@@ -692,6 +692,34 @@ fn quoted_integers_are_integers() {
 }
 
 #[test]
+fn legacy_booleans() {
+    // CNTK's legacy parser reads a boolean from the text `1`, `0`, `t` or `f` too.
+    let c = read(&legacy(
+        "    randomize = 0\n    skipSequenceIds = 1\n    keepDataInMemory = \"1\"\n    frameMode = T\n    cacheIndex = 't'\n    sampleBasedRandomizationWindow = \"0\"",
+        "        x = [ dim = 3; format = \"dense\"; definesMBSize = 1 ]\n        y = [ dim = 2; format = \"sparse\"; definesMBSize = F ]",
+    ));
+    let expected = ReaderConfig::builder()
+        .file("data.ctf")
+        .input(InputConfig::dense("x", 3).defining_mb_size())
+        .input(InputConfig::sparse("y", 2))
+        .randomize(false)
+        .skip_sequence_ids(true)
+        .keep_data_in_memory(true)
+        .frame_mode(true)
+        .cache_index(true)
+        .sample_based_randomization_window(false)
+        .build()
+        .unwrap();
+    assert_eq!(c, expected);
+    let c = read(&legacy(
+        "    randomize = 1\n    frameMode = \"f\"",
+        ONE_INPUT,
+    ));
+    assert!(c.randomize);
+    assert!(!c.frame_mode);
+}
+
+#[test]
 fn inputs_keep_configuration_order_and_flags() {
     let c = read(&legacy(
         "",
@@ -855,7 +883,8 @@ fn wrong_values() {
         ("", "        x = [ dim = 1; format = \"dense\"; alias = \"a\" ]\n        y = [ dim = 1; format = \"dense\"; alias = \"a\" ]", 7, 50, "alias 'a' is used by both input 'x' and input 'y'"),
         ("", "        x = [ dim = 1; format = \"dense\" ]\n        X = [ dim = 1; format = \"dense\" ]", 7, 9, "input names 'x' and 'X' collide"),
         ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = true ]\n        y = [ dim = 1; format = \"dense\"; definesMBSize = true ]", 7, 58, "only one input may set 'definesMBSize', but 2 do: x, y"),
-        ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = 1 ]", 6, 58, "'definesMBSize' of input 'x' must be a boolean"),
+        ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = 2 ]", 6, 58, "'definesMBSize' of input 'x' must be a boolean"),
+        ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = \"yes\" ]", 6, 58, "'definesMBSize' of input 'x' must be a boolean"),
         ("", "        x = 3", 6, 13, "input 'x' must be a record"),
         ("    precision = \"half\"", ONE_INPUT, 4, 17, "parameter 'precision' must be 'float' or 'double', got 'half'"),
         ("    randomize = 3", ONE_INPUT, 4, 17, "parameter 'randomize' must be a boolean (true or false), got 3"),

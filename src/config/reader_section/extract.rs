@@ -220,11 +220,19 @@ impl Param<'_> {
         )
     }
 
+    /// `true`/`false`, or as CNTK's legacy parser also reads them (`Config.h`), `1`/`0` (a
+    /// number or text) and `t`/`f`; words in any case.
     fn boolean(&self, source: &str) -> Result<bool, ConfigError> {
-        match (&self.raw, self.text()) {
-            (Raw::Value(Value::Bool(b)), _) => Ok(*b),
-            (_, Some(t)) if t.eq_ignore_ascii_case("true") => Ok(true),
-            (_, Some(t)) if t.eq_ignore_ascii_case("false") => Ok(false),
+        let is_one_of = |words: [&str; 3]| {
+            self.text()
+                .is_some_and(|t| words.iter().any(|w| t.eq_ignore_ascii_case(w)))
+        };
+        match &self.raw {
+            Raw::Value(Value::Bool(b)) => Ok(*b),
+            Raw::Value(Value::Number(n)) if *n == 1.0 => Ok(true),
+            Raw::Value(Value::Number(n)) if *n == 0.0 => Ok(false),
+            _ if is_one_of(["true", "t", "1"]) => Ok(true),
+            _ if is_one_of(["false", "f", "0"]) => Ok(false),
             _ => Err(self.wrong_type(source, "a boolean (true or false)")),
         }
     }
