@@ -820,6 +820,14 @@ fn explicit_sections() {
     );
     let e = error_in("a = [ b = 1 ]", Some("a"));
     assert!(e.message().contains("holds no 'reader'"), "{e}");
+    // A section without its own reader uses the nearest enclosing one, as CNTK's actions
+    // find theirs (its configuration lookup goes on through the enclosing sections).
+    let shared = "reader = [ file = \"shared.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]\ncommand = train:test\ntrain = [\n  action = \"train\"\n  SGD = [ maxEpochs = 1 ]\n]\ntest = [\n  reader = [ file = \"test.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]\n]\n";
+    assert_eq!(file_of(shared, Some("train")), "shared.ctf");
+    assert_eq!(file_of(shared, Some("train.SGD")), "shared.ctf");
+    assert_eq!(file_of(shared, Some("test")), "test.ctf");
+    let nested = "a = [ reader = [ file = \"a.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]; b = [ c = [ d = 1 ] ] ]";
+    assert_eq!(file_of(nested, Some("a.b.c")), "a.ctf");
     let e = error_in("a = [ b = 1 ]", Some("a.b"));
     assert!(
         e.message().contains("'a.b' is a number, not a record"),
