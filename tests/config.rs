@@ -472,6 +472,25 @@ fn macros_inside_string_values_are_errors() {
         37,
         &["parameter 'format' of input 'x' uses the macro '$Fmt$'"],
     );
+    // A quoted macro where a number or a boolean is expected (CNTK substitutes it, then
+    // strips the quotes) is reported as the macro, not as a string of the wrong type.
+    let text = "reader = [\n  file = \"a\"\n  input = [ x = [ dim = \"$Dim$\"; format = \"dense\" ] ]\n]\n";
+    assert_error(
+        text,
+        3,
+        25,
+        &[
+            "parameter 'dim' of input 'x' uses the macro '$Dim$', which is not supported",
+            "pass --input",
+        ],
+    );
+    let text = "reader = [\n  file = \"a\"\n  randomize = \"$Shuffle$\"\n  input = [ x = [ dim = 1; format = \"dense\" ] ]\n]\n";
+    assert_error(
+        text,
+        3,
+        15,
+        &["parameter 'randomize' uses the macro '$Shuffle$', which is not supported"],
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -649,6 +668,58 @@ fn all_scalar_parameters() {
 }
 
 #[test]
+fn quoted_integers_are_integers() {
+    // CNTK runs a configuration with `command` through its legacy parser, which keeps every
+    // value as text without its quotes, so a quoted integer is that integer there.
+    let c = read(&legacy(
+        "    randomizationSeed = \"7\"\n    randomizationWindow = \"50\"\n    maxErrors = \"12\"\n    traceLevel = \"0\"\n    chunkSizeInBytes = \"4096\"\n    verbosity = \"2\"\n    numDataPartitions = \"4\"\n    partitionIndex = \"3\"",
+        "        x = [ dim = \"784\"; format = \"dense\" ]\n        y = [ dim = '10'; format = \"sparse\" ]",
+    ));
+    let expected = ReaderConfig::builder()
+        .file("data.ctf")
+        .input(InputConfig::dense("x", 784))
+        .input(InputConfig::sparse("y", 10))
+        .randomization_seed(7)
+        .randomization_window(50)
+        .max_errors(12)
+        .trace_level(0)
+        .chunk_size_in_bytes(4096)
+        .verbosity(2)
+        .partition(3, 4)
+        .build()
+        .unwrap();
+    assert_eq!(c, expected);
+}
+
+#[test]
+fn legacy_booleans() {
+    // CNTK's legacy parser reads a boolean from the text `1`, `0`, `t` or `f` too.
+    let c = read(&legacy(
+        "    randomize = 0\n    skipSequenceIds = 1\n    keepDataInMemory = \"1\"\n    frameMode = T\n    cacheIndex = 't'\n    sampleBasedRandomizationWindow = \"0\"",
+        "        x = [ dim = 3; format = \"dense\"; definesMBSize = 1 ]\n        y = [ dim = 2; format = \"sparse\"; definesMBSize = F ]",
+    ));
+    let expected = ReaderConfig::builder()
+        .file("data.ctf")
+        .input(InputConfig::dense("x", 3).defining_mb_size())
+        .input(InputConfig::sparse("y", 2))
+        .randomize(false)
+        .skip_sequence_ids(true)
+        .keep_data_in_memory(true)
+        .frame_mode(true)
+        .cache_index(true)
+        .sample_based_randomization_window(false)
+        .build()
+        .unwrap();
+    assert_eq!(c, expected);
+    let c = read(&legacy(
+        "    randomize = 1\n    frameMode = \"f\"",
+        ONE_INPUT,
+    ));
+    assert!(c.randomize);
+    assert!(!c.frame_mode);
+}
+
+#[test]
 fn inputs_keep_configuration_order_and_flags() {
     let c = read(&legacy(
         "",
@@ -749,6 +820,14 @@ fn explicit_sections() {
     );
     let e = error_in("a = [ b = 1 ]", Some("a"));
     assert!(e.message().contains("holds no 'reader'"), "{e}");
+    // A section without its own reader uses the nearest enclosing one, as CNTK's actions
+    // find theirs (its configuration lookup goes on through the enclosing sections).
+    let shared = "reader = [ file = \"shared.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]\ncommand = train:test\ntrain = [\n  action = \"train\"\n  SGD = [ maxEpochs = 1 ]\n]\ntest = [\n  reader = [ file = \"test.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]\n]\n";
+    assert_eq!(file_of(shared, Some("train")), "shared.ctf");
+    assert_eq!(file_of(shared, Some("train.SGD")), "shared.ctf");
+    assert_eq!(file_of(shared, Some("test")), "test.ctf");
+    let nested = "a = [ reader = [ file = \"a.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]; b = [ c = [ d = 1 ] ] ]";
+    assert_eq!(file_of(nested, Some("a.b.c")), "a.ctf");
     let e = error_in("a = [ b = 1 ]", Some("a.b"));
     assert!(
         e.message().contains("'a.b' is a number, not a record"),
@@ -803,7 +882,8 @@ fn wrong_values() {
         ("", "        x = [ dim = 0; format = \"dense\" ]", 6, 21, "parameter 'dim' of input 'x' must be a positive integer, got 0"),
         ("", "        x = [ dim = -1; format = \"dense\" ]", 6, 21, "parameter 'dim' of input 'x' must be a positive integer, got -1"),
         ("", "        x = [ dim = 2.5; format = \"dense\" ]", 6, 21, "got 2.5"),
-        ("", "        x = [ dim = \"3\"; format = \"dense\" ]", 6, 21, "got '3'"),
+        ("", "        x = [ dim = \"3.0\"; format = \"dense\" ]", 6, 21, "got '3.0'"),
+        ("", "        x = [ dim = \" 3\"; format = \"dense\" ]", 6, 21, "got ' 3'"),
         ("", "        x = [ dim = 3; format = \"dens\" ]", 6, 33, "unknown format 'dens' for input 'x': expected 'dense' or 'sparse'"),
         ("", "        x = [ dim = 3; format = 1 ]", 6, 33, "parameter 'format' of input 'x' must be a string, got 1"),
         ("", "        x = [ dim = 2147483648; format = \"sparse\" ]", 6, 21, "sparse input 'x' must be at most 2147483647"),
@@ -811,7 +891,8 @@ fn wrong_values() {
         ("", "        x = [ dim = 1; format = \"dense\"; alias = \"a\" ]\n        y = [ dim = 1; format = \"dense\"; alias = \"a\" ]", 7, 50, "alias 'a' is used by both input 'x' and input 'y'"),
         ("", "        x = [ dim = 1; format = \"dense\" ]\n        X = [ dim = 1; format = \"dense\" ]", 7, 9, "input names 'x' and 'X' collide"),
         ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = true ]\n        y = [ dim = 1; format = \"dense\"; definesMBSize = true ]", 7, 58, "only one input may set 'definesMBSize', but 2 do: x, y"),
-        ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = 1 ]", 6, 58, "'definesMBSize' of input 'x' must be a boolean"),
+        ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = 2 ]", 6, 58, "'definesMBSize' of input 'x' must be a boolean"),
+        ("", "        x = [ dim = 1; format = \"dense\"; definesMBSize = \"yes\" ]", 6, 58, "'definesMBSize' of input 'x' must be a boolean"),
         ("", "        x = 3", 6, 13, "input 'x' must be a record"),
         ("    precision = \"half\"", ONE_INPUT, 4, 17, "parameter 'precision' must be 'float' or 'double', got 'half'"),
         ("    randomize = 3", ONE_INPUT, 4, 17, "parameter 'randomize' must be a boolean (true or false), got 3"),

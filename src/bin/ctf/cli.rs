@@ -47,7 +47,8 @@ pub enum Command {
 pub struct DataArgs {
     /// BrainScript configuration holding the reader section.
     pub config: Option<PathBuf>,
-    /// Dotted path to the reader record, or to a command record holding one (e.g. `train`).
+    /// Dotted path to the reader record, or to a command record holding one or inside a
+    /// record holding one (e.g. `train`).
     #[arg(long, value_name = "PATH")]
     pub section: Option<String>,
     /// Data file to read instead of the configuration's `file` (repeat for several files); for

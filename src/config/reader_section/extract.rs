@@ -126,6 +126,15 @@ fn whole(n: f64) -> Option<u64> {
     valid.then_some(n as u64)
 }
 
+/// The value of `text` when it is a decimal integer below 2^64 written with digits only.
+/// CNTK runs a configuration with `command` through its legacy parser, which keeps every
+/// value as text without its quotes and converts it where it is used (`Config.h`), so
+/// `dim = "784"` is 784 there.
+fn decimal(text: &str) -> Option<u64> {
+    let digits_only = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    digits_only.then(|| text.parse().ok()).flatten()
+}
+
 /// The first `$name$` macro inside a string, if any.
 fn macro_in(text: &str) -> Option<&str> {
     let mut rest = text;
@@ -158,7 +167,12 @@ impl Param<'_> {
         ConfigError::at(source, self.pos, message)
     }
 
+    /// The error for a value that is not `expected`; a value holding a `$name$` macro (a
+    /// quoted one, as in `dim = "$vocabSize$"`) is reported as that macro.
     fn wrong_type(&self, source: &str, expected: &str) -> ConfigError {
+        if let Some(found) = self.text().and_then(macro_in) {
+            return self.macro_error(source, found);
+        }
         self.error(
             source,
             format!(
@@ -182,38 +196,56 @@ impl Param<'_> {
             .text()
             .ok_or_else(|| self.wrong_type(source, "a string"))?;
         if let Some(found) = macro_in(text) {
-            let hint = if self.label == "parameter 'file'" {
-                "edit the configuration or pass --file"
-            } else {
-                "edit the configuration"
-            };
-            return Err(self.error(
-                source,
-                format!(
-                    "{} uses the macro '{found}', which is not supported; {hint}",
-                    self.label
-                ),
-            ));
+            return Err(self.macro_error(source, found));
         }
         Ok(text.to_string())
     }
 
+    /// The error for the macro `found` in this parameter's value, with the override that
+    /// can stand in for it.
+    fn macro_error(&self, source: &str, found: &str) -> ConfigError {
+        let hint = if self.label == "parameter 'file'" {
+            "edit the configuration or pass --file"
+        } else if self.label.contains(" of input '") {
+            "edit the configuration or pass --input"
+        } else {
+            "edit the configuration"
+        };
+        self.error(
+            source,
+            format!(
+                "{} uses the macro '{found}', which is not supported; {hint}",
+                self.label
+            ),
+        )
+    }
+
+    /// `true`/`false`, or as CNTK's legacy parser also reads them (`Config.h`), `1`/`0` (a
+    /// number or text) and `t`/`f`; words in any case.
     fn boolean(&self, source: &str) -> Result<bool, ConfigError> {
-        match (&self.raw, self.text()) {
-            (Raw::Value(Value::Bool(b)), _) => Ok(*b),
-            (_, Some(t)) if t.eq_ignore_ascii_case("true") => Ok(true),
-            (_, Some(t)) if t.eq_ignore_ascii_case("false") => Ok(false),
+        let is_one_of = |words: [&str; 3]| {
+            self.text()
+                .is_some_and(|t| words.iter().any(|w| t.eq_ignore_ascii_case(w)))
+        };
+        match &self.raw {
+            Raw::Value(Value::Bool(b)) => Ok(*b),
+            Raw::Value(Value::Number(n)) if *n == 1.0 => Ok(true),
+            Raw::Value(Value::Number(n)) if *n == 0.0 => Ok(false),
+            _ if is_one_of(["true", "t", "1"]) => Ok(true),
+            _ if is_one_of(["false", "f", "0"]) => Ok(false),
             _ => Err(self.wrong_type(source, "a boolean (true or false)")),
         }
     }
 
     fn unsigned(&self, source: &str, max: u64, expected: &str) -> Result<u64, ConfigError> {
-        match &self.raw {
-            Raw::Value(Value::Number(n)) => whole(*n)
-                .filter(|v| *v <= max)
-                .ok_or_else(|| self.wrong_type(source, expected)),
-            _ => Err(self.wrong_type(source, expected)),
-        }
+        let value = match &self.raw {
+            Raw::Value(Value::Number(n)) => whole(*n),
+            Raw::Value(Value::Str(s)) => decimal(s),
+            _ => None,
+        };
+        value
+            .filter(|v| *v <= max)
+            .ok_or_else(|| self.wrong_type(source, expected))
     }
 
     fn u64(&self, source: &str) -> Result<u64, ConfigError> {
@@ -875,6 +907,17 @@ mod tests {
         for key in super::super::keys::READER_PARAMS {
             let wide = READER_WIDE_PARAMS.iter().any(|(k, _)| *k == key);
             assert!(wide != of_each_deserializer.contains(&key), "{key}");
+        }
+    }
+
+    #[test]
+    fn decimal_integers_in_strings() {
+        assert_eq!(decimal("784"), Some(784));
+        assert_eq!(decimal("007"), Some(7));
+        assert_eq!(decimal("18446744073709551615"), Some(u64::MAX));
+        assert_eq!(decimal("18446744073709551616"), None);
+        for text in ["", " 1", "1 ", "+1", "-1", "1.0", "1e3", "0x10", "١"] {
+            assert_eq!(decimal(text), None, "{text:?}");
         }
     }
 

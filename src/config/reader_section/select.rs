@@ -1,4 +1,5 @@
-//! Finding the reader section of a document (SPEC §7.5): an explicit dotted path, else a
+//! Finding the reader section of a document (SPEC §7.5): an explicit dotted path (to a
+//! reader, or to a section whose own or nearest enclosing `reader` is used), else a
 //! top-level `reader`, else the reader of the section(s) named by `command`, else the only
 //! `reader` found anywhere. The search is syntactic, so unrelated members are never evaluated.
 
@@ -97,6 +98,14 @@ fn by_path<'a>(eval: &mut Evaluator<'a>, path: &str) -> Result<RecordValue<'a>, 
             return Ok(reader);
         }
         if !looks_like_reader(current.record()) {
+            // CNTK's actions read `reader` from their section through ConfigParameters, whose
+            // lookup goes on through the enclosing sections (`Config.h`, `TryFind`), so a
+            // section without its own reader uses the nearest enclosing one.
+            if let Some(found) = current.find_outward("reader")? {
+                let pos = found.member.value.pos;
+                let value = eval.eval_member(&found)?;
+                return as_record(value, found.member.name.as_str(), pos);
+            }
             return Err(SelectError::Whole(format!(
                 "section '{path}' holds no 'reader' and is not a reader section"
             )));
