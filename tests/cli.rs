@@ -1028,6 +1028,29 @@ fn validate_errors_name_the_right_file_of_several() {
 }
 
 #[test]
+fn validate_counts_the_configurations_warnings_in_its_summary() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "d.ctf", "1 |a 1\n2 |a\n");
+    for (trace_level, printed) in [("1", 3), ("0", 0)] {
+        let config = format!(
+            "reader = [\n  readerType = \"CNTKTextFormatReader\"\n  file = \"d.ctf\"\n  \
+             randomise = true\n  traceLevel = {trace_level}\n  \
+             input = [ a = [ dim = 2; format = \"dense\" ] ]\n]\n"
+        );
+        write(dir.path(), "c.cntk", config);
+        let r = run_expect(&["validate", "c.cntk"], Some(dir.path()), 0);
+        let warnings = diags(&r.stderr, "warning");
+        assert_eq!(warnings.len(), printed, "{}", r.stderr);
+        if printed > 0 {
+            assert_eq!((warnings[0].file.as_str(), warnings[0].line), ("c.cntk", 4));
+            assert!(warnings[0].message.contains("randomise"), "{}", r.stderr);
+        }
+        // Two data warnings (short dense samples) and the misspelt key, printed or not.
+        assert_eq!(summary_n(&r.stdout, "warnings"), 3, "traceLevel {trace_level}");
+    }
+}
+
+#[test]
 fn short_dense_sample_is_a_warning_not_an_error() {
     let dir = TempDir::new().unwrap();
     let data = write(dir.path(), "d.ctf", "1 |a 1\n2 |a\n");

@@ -284,6 +284,13 @@ impl DataArgs {
     /// The reader configuration: the config file's reader section with the command line's
     /// overrides applied, or one built from `--file` and `--input` alone.
     pub fn reader_config(&self) -> Result<ReaderConfig, Failure> {
+        self.reader_config_and_warnings().map(|(config, _)| config)
+    }
+
+    /// [`Self::reader_config`], and how many warnings the configuration drew (printed on
+    /// stderr unless the trace level is 0; `validate` counts them in its summary).
+    pub fn reader_config_and_warnings(&self) -> Result<(ReaderConfig, u64), Failure> {
+        let mut config_warnings = 0;
         let mut builder = match &self.config {
             Some(path) => {
                 // --file, --input and --precision replace the configuration's values before
@@ -303,6 +310,7 @@ impl DataArgs {
                             }
                             Failure::Usage(e.to_string())
                         })?;
+                config_warnings = warnings.len() as u64;
                 // Warnings too from traceLevel 1 on (the default); 0 is errors only.
                 if self.trace_level.unwrap_or(config.trace_level) >= 1 {
                     for w in &warnings {
@@ -343,6 +351,7 @@ impl DataArgs {
         if let Some(t) = self.trace_level {
             builder = builder.trace_level(t);
         }
-        builder.build().map_err(|e| Failure::Usage(e.to_string()))
+        let config = builder.build().map_err(|e| Failure::Usage(e.to_string()))?;
+        Ok((config, config_warnings))
     }
 }

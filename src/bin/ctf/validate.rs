@@ -13,14 +13,16 @@ use crate::Failure;
 
 /// Runs `ctf validate`.
 pub fn run(args: &DataArgs) -> Result<(), Failure> {
-    let config = args.reader_config()?;
+    let (config, config_warnings) = args.reader_config_and_warnings()?;
     match config.precision {
-        Precision::Float => validate::<f32>(&config),
-        Precision::Double => validate::<f64>(&config),
+        Precision::Float => validate::<f32>(&config, config_warnings),
+        Precision::Double => validate::<f64>(&config, config_warnings),
     }
 }
 
-fn validate<T: Element>(config: &ReaderConfig) -> Result<(), Failure> {
+/// Reads every sequence, then prints the summary; its `warnings` count those of the
+/// configuration (`config_warnings`) too.
+fn validate<T: Element>(config: &ReaderConfig, config_warnings: u64) -> Result<(), Failure> {
     let mut reader = SequenceReader::<T>::new(config, ErrorPolicy::ReportAll, stderr_sink());
     let mut samples = vec![0u64; config.inputs.len()];
     let mut fatal = None;
@@ -60,7 +62,7 @@ fn validate<T: Element>(config: &ReaderConfig) -> Result<(), Failure> {
         "errors: {}",
         counts.errors + u64::from(fatal.is_some())
     ));
-    lines.push(format!("warnings: {}", counts.warnings));
+    lines.push(format!("warnings: {}", counts.warnings + config_warnings));
     crate::print_lines(&lines)?;
     if let Some(e) = fatal {
         return Err(Failure::Data(e.to_string()));
