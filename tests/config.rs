@@ -493,6 +493,96 @@ fn macros_inside_string_values_are_errors() {
     );
 }
 
+/// `--file` replaces the first deserializer's files only, and `--input` the inputs of a
+/// reader with one deserializer only: a macro's error suggests an option only where it would
+/// stand in for the macro, quoted or not.
+#[test]
+fn macro_errors_suggest_only_the_options_that_replace_the_parameter() {
+    let deserializer = |file: &str, dim: &str| {
+        format!(
+            "{{ type = \"CNTKTextFormatDeserializer\"; module = \"CNTKTextFormatReader\"\n    \
+             file = {file}\n    input = {{ x = {{ dim = {dim}; format = \"dense\" }} }} }}"
+        )
+    };
+    let composite = |parts: &[String]| {
+        format!(
+            "reader = {{\n  deserializers = ({})\n}}\n",
+            parts.join(" : ")
+        )
+    };
+    let plain = deserializer("\"a.ctf\"", "1");
+    // (configuration, line, column of the macro, suggestion expected)
+    let cases = [
+        (
+            composite(&[deserializer("\"$D$\"", "1"), plain.clone()]),
+            3,
+            12,
+            Some("--file"),
+        ),
+        (
+            composite(&[deserializer("$D$", "1"), plain.clone()]),
+            3,
+            12,
+            Some("--file"),
+        ),
+        (
+            composite(&[plain.clone(), deserializer("\"$D$\"", "1")]),
+            5,
+            12,
+            None,
+        ),
+        (
+            composite(&[plain.clone(), deserializer("$D$", "1")]),
+            5,
+            12,
+            None,
+        ),
+        (
+            composite(&[deserializer("\"a\"", "\"$N$\""), plain.clone()]),
+            4,
+            27,
+            None,
+        ),
+        (
+            composite(&[deserializer("\"a\"", "$N$"), plain.clone()]),
+            4,
+            27,
+            None,
+        ),
+        (
+            composite(&[deserializer("\"a\"", "\"$N$\"")]),
+            4,
+            27,
+            Some("--input"),
+        ),
+        (
+            composite(&[deserializer("\"a\"", "$N$")]),
+            4,
+            27,
+            Some("--input"),
+        ),
+        (
+            "reader = [\n  file = \"a\"\n  input = [ x = [ dim = $N$; format = \"dense\" ] ]\n]\n"
+                .to_string(),
+            3,
+            25,
+            Some("--input"),
+        ),
+    ];
+    for (text, line, col, option) in cases {
+        let e = error_in(&text, None);
+        assert_eq!((e.line(), e.col()), (line, col), "position of: {e}\n{text}");
+        assert!(e.message().contains("macro '$"), "{e}");
+        match option {
+            Some(option) => assert!(
+                e.message().contains(&format!("pass {option}")),
+                "{e}\n{text}"
+            ),
+            None => assert!(!e.message().contains("pass --"), "{e}\n{text}"),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Lookup rules: inheritance, case, `default`, expressions, unquoted words.
 // ---------------------------------------------------------------------------------------

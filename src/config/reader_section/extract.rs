@@ -33,6 +33,8 @@ struct Param<'a> {
     pos: Pos,
     /// Where its key was written.
     key: Pos,
+    /// The `ctf` option that can stand in for it (`--file`, `--input`), if any.
+    stand_in: Option<&'static str>,
 }
 
 /// A reader-level parameter's value in a configuration, as it would be written.
@@ -98,6 +100,25 @@ struct Extractor<'e, 'a> {
     warnings: Vec<ConfigWarning>,
     /// Parameters given beside the configuration, which are not read from it.
     overrides: &'e ConfigOverrides,
+    /// The options that can replace the files and the inputs of the deserializer being
+    /// read: those of the first deserializer only, and its inputs only when it is alone.
+    stand_ins: StandIns,
+}
+
+/// The `ctf` options that can replace a deserializer's `file` and `input` (see
+/// [`ConfigOverrides`]); `None` where none can.
+#[derive(Clone, Copy)]
+struct StandIns {
+    file: Option<&'static str>,
+    input: Option<&'static str>,
+}
+
+impl StandIns {
+    /// Both, for a legacy reader or the only deserializer of a composite one.
+    const BOTH: Self = Self {
+        file: Some("--file"),
+        input: Some("--input"),
+    };
 }
 
 /// Extracts and validates the configuration of the reader record `reader`.
@@ -112,6 +133,7 @@ pub(crate) fn extract<'a>(
         source: source.to_string(),
         warnings: Vec::new(),
         overrides,
+        stand_ins: StandIns::BOTH,
     };
     match x.reader(reader) {
         Ok(config) => Ok((config, x.warnings)),
@@ -201,15 +223,12 @@ impl Param<'_> {
         Ok(text.to_string())
     }
 
-    /// The error for the macro `found` in this parameter's value, with the override that
+    /// The error for the macro `found` in this parameter's value, with the option that
     /// can stand in for it.
     fn macro_error(&self, source: &str, found: &str) -> ConfigError {
-        let hint = if self.label == "parameter 'file'" {
-            "edit the configuration or pass --file"
-        } else if self.label.contains(" of input '") {
-            "edit the configuration or pass --input"
-        } else {
-            "edit the configuration"
+        let hint = match self.stand_in {
+            Some(option) => format!("edit the configuration or pass {option}"),
+            None => "edit the configuration".to_string(),
         };
         self.error(
             source,
@@ -268,13 +287,14 @@ impl<'a> Extractor<'_, 'a> {
     }
 
     /// Looks up `key` in `record` (and its enclosing records when `outward`); `None` when
-    /// absent or `default`.
+    /// absent or `default`. `stand_in` is the option that can replace it, for its errors.
     fn param(
         &mut self,
         record: &RecordValue<'a>,
         key: &str,
         outward: bool,
         label: String,
+        stand_in: Option<&'static str>,
     ) -> Result<Option<Param<'a>>, ConfigError> {
         let found = if outward {
             record.find_outward(key)
@@ -300,7 +320,7 @@ impl<'a> Extractor<'_, 'a> {
             None => Raw::Value(
                 self.eval
                     .eval_member(&found)
-                    .map_err(|e| self.eval_error(&label, pos, &e))?,
+                    .map_err(|e| self.eval_error(&label, stand_in, pos, &e))?,
             ),
         };
         let param = Param {
@@ -308,6 +328,7 @@ impl<'a> Extractor<'_, 'a> {
             raw,
             pos,
             key: key_pos,
+            stand_in,
         };
         if param
             .text()
@@ -319,16 +340,34 @@ impl<'a> Extractor<'_, 'a> {
     }
 
     /// An evaluation error met while reading a parameter, reported where it happened.
-    fn eval_error(&self, label: &str, pos: Pos, err: &Error) -> ConfigError {
+    /// The error `err` met while evaluating the parameter `label` (written at `pos`, and
+    /// which the option `stand_in` can replace).
+    fn eval_error(
+        &self,
+        label: &str,
+        stand_in: Option<&'static str>,
+        pos: Pos,
+        err: &Error,
+    ) -> ConfigError {
         let mut message = if err.pos() == pos {
             format!("{label}: {}", err.message())
         } else {
             format!("{label} (at {pos}): {}", err.message())
         };
-        if label == "parameter 'file'" && err.message().starts_with("macro") {
-            message.push_str(" (or pass --file)");
+        if let Some(option) = stand_in.filter(|_| err.message().starts_with("macro")) {
+            message.push_str(&format!(" (or pass {option})"));
         }
         ConfigError::at(&self.source, err.pos(), message)
+    }
+
+    /// A parameter of the input record `record`, which `--input` may stand in for.
+    fn input_param(
+        &mut self,
+        record: &RecordValue<'a>,
+        key: &str,
+        label: String,
+    ) -> Result<Option<Param<'a>>, ConfigError> {
+        self.param(record, key, false, label, self.stand_ins.input)
     }
 
     /// A reader-level parameter.
@@ -337,7 +376,12 @@ impl<'a> Extractor<'_, 'a> {
         record: &RecordValue<'a>,
         key: &str,
     ) -> Result<Option<Param<'a>>, ConfigError> {
-        self.param(record, key, true, format!("parameter '{key}'"))
+        let stand_in = match key {
+            "file" => self.stand_ins.file,
+            "input" => self.stand_ins.input,
+            _ => None,
+        };
+        self.param(record, key, true, format!("parameter '{key}'"), stand_in)
     }
 
     fn reader(&mut self, reader: &RecordValue<'a>) -> Result<ReaderConfig, ConfigError> {
@@ -351,7 +395,7 @@ impl<'a> Extractor<'_, 'a> {
                 let value = self
                     .eval
                     .eval_member(&found)
-                    .map_err(|e| self.eval_error("parameter 'deserializers'", pos, &e))?;
+                    .map_err(|e| self.eval_error("parameter 'deserializers'", None, pos, &e))?;
                 let deserializers = self.deserializers(value, pos)?;
                 if !self.overrides.inputs.is_empty() && deserializers.len() > 1 {
                     return Err(ConfigError::at(
@@ -368,6 +412,10 @@ impl<'a> Extractor<'_, 'a> {
                 for (d, deserializer) in deserializers.iter().enumerate() {
                     self.check_keys(deserializer, None)?;
                     let primary = merged.is_none();
+                    self.stand_ins = StandIns {
+                        file: StandIns::BOTH.file.filter(|_| primary),
+                        input: StandIns::BOTH.input.filter(|_| deserializers.len() == 1),
+                    };
                     let (config, origin) =
                         self.parameters(deserializer, ReaderForm::Composite, primary)?;
                     merged = Some(match merged {
@@ -471,7 +519,8 @@ impl<'a> Extractor<'_, 'a> {
 
     /// Checks a deserializer's `type` and `module`.
     fn check_deserializer(&mut self, deserializer: &RecordValue<'a>) -> Result<(), ConfigError> {
-        match self.param(deserializer, "type", false, "deserializer parameter 'type'".into())? {
+        let label = "deserializer parameter 'type'".into();
+        match self.param(deserializer, "type", false, label, None)? {
             None => {
                 return Err(ConfigError::at(
                     &self.source,
@@ -494,6 +543,7 @@ impl<'a> Extractor<'_, 'a> {
             "module",
             false,
             "deserializer parameter 'module'".into(),
+            None,
         )? {
             let m = p.string(&self.source)?;
             if !m.eq_ignore_ascii_case("CNTKTextFormatReader") {
@@ -584,6 +634,7 @@ impl<'a> Extractor<'_, 'a> {
                             raw: Raw::Value(Value::Str(s.clone())),
                             pos: p.pos,
                             key: p.key,
+                            stand_in: p.stand_in,
                         }
                         .string(src),
                         other => Err(p.error(
@@ -792,7 +843,13 @@ impl<'a> Extractor<'_, 'a> {
     ) -> Result<(InputConfig, InputOrigin), ConfigError> {
         let src = self.source.clone();
         let Some(record) = self
-            .param(inputs, name, false, format!("input '{name}'"))?
+            .param(
+                inputs,
+                name,
+                false,
+                format!("input '{name}'"),
+                self.stand_ins.input,
+            )?
             .map(|p| match p.raw {
                 Raw::Value(Value::Record(r)) => Ok(r),
                 _ => Err(p.wrong_type(&src, "a record (dim, format, alias, definesMBSize)")),
@@ -819,14 +876,14 @@ impl<'a> Extractor<'_, 'a> {
             )
         };
         let dim = self
-            .param(&record, "dim", false, label("dim"))?
+            .input_param(&record, "dim", label("dim"))?
             .ok_or_else(|| missing("dim"))?;
         at.dim = Some(dim.pos);
         let dim_value = dim.unsigned(&src, u64::MAX, "a positive integer")?;
         let dim_value =
             usize::try_from(dim_value).map_err(|_| dim.wrong_type(&src, "a positive integer"))?;
         let format = self
-            .param(&record, "format", false, label("format"))?
+            .input_param(&record, "format", label("format"))?
             .ok_or_else(|| missing("format"))?;
         let format_text = format.string(&src)?;
         let storage = if format_text.eq_ignore_ascii_case("dense") {
@@ -840,11 +897,11 @@ impl<'a> Extractor<'_, 'a> {
             ));
         };
         let mut config = InputConfig::new(name, dim_value, storage);
-        if let Some(alias) = self.param(&record, "alias", false, label("alias"))? {
+        if let Some(alias) = self.input_param(&record, "alias", label("alias"))? {
             at.alias = Some(alias.pos);
             config.alias = alias.string(&src)?;
         }
-        if let Some(flag) = self.param(&record, "definesMBSize", false, label("definesMBSize"))? {
+        if let Some(flag) = self.input_param(&record, "definesMBSize", label("definesMBSize"))? {
             at.defines_mb_size = Some(flag.pos);
             config.defines_mb_size = flag.boolean(&src)?;
         }
