@@ -1046,7 +1046,11 @@ fn validate_counts_the_configurations_warnings_in_its_summary() {
             assert!(warnings[0].message.contains("randomise"), "{}", r.stderr);
         }
         // Two data warnings (short dense samples) and the misspelt key, printed or not.
-        assert_eq!(summary_n(&r.stdout, "warnings"), 3, "traceLevel {trace_level}");
+        assert_eq!(
+            summary_n(&r.stdout, "warnings"),
+            3,
+            "traceLevel {trace_level}"
+        );
     }
 }
 
