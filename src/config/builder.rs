@@ -1,6 +1,6 @@
 //! [`ReaderConfigBuilder`]: a reader configuration written in Rust rather than BrainScript.
 //! It starts from the defaults of seed 001 and ends in the same validation as a BrainScript
-//! reader section (see [`validate`]), so both paths accept and reject the same settings.
+//! reader section (see [`validate()`]), so both paths accept and reject the same settings.
 
 mod validate;
 

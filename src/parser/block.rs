@@ -48,7 +48,7 @@ pub(crate) fn matches<const N: usize>(block: &[u8; BLOCK], targets: [u8; N]) -> 
     }
 }
 
-/// [`matches`] with SSE2: a compare per target and a byte mask per 16 bytes.
+/// [`matches()`] with SSE2: a compare per target and a byte mask per 16 bytes.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 fn matches_sse2<const N: usize>(block: &[u8; BLOCK], targets: [u8; N]) -> u64 {
@@ -79,7 +79,7 @@ fn mask_by_lanes(block: &[u8; BLOCK], hits: impl Fn(safe_arch::m128i) -> safe_ar
     mask
 }
 
-/// [`matches`] with word arithmetic: the high bit of each matching byte of a word, exact
+/// [`matches()`] with word arithmetic: the high bit of each matching byte of a word, exact
 /// (no borrow between bytes).
 #[cfg_attr(
     all(target_arch = "x86_64", target_feature = "sse2"),

@@ -69,7 +69,7 @@ impl IndexColumn {
 
     /// Appends `index`, which follows `after` in its sample (0 for a sample's first index);
     /// false, appending nothing, when it cannot be stored as a step: the owner then widens
-    /// the column ([`widen`](Self::widen)) and pushes it again.
+    /// the column ([`set_wide`](Self::set_wide)) and pushes it again.
     #[inline(always)]
     pub(crate) fn push(&mut self, index: u32, after: u32) -> bool {
         if self.widened {

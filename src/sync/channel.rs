@@ -186,7 +186,7 @@ impl fmt::Display for TryRecvError {
 impl std::error::Error for TryRecvError {}
 
 /// The normal build: `crossbeam_channel`'s bounded channel, its errors mapped to ours, and
-/// a blocked send or receive that keeps trying a while before it sleeps ([`Polling`]).
+/// a blocked send or receive that keeps trying a while before it sleeps (`backend::Polling`).
 #[cfg(not(loom))]
 mod backend {
     use super::{RecvError, SendError, TryRecvError};
