@@ -139,7 +139,7 @@ struct Shared<T> {
     /// [`head_start`]): the window's, or 0 under a memory budget. An order that is not
     /// randomized has no first window to ask for.
     ///
-    /// [`head_start`]: packer::head_start
+    /// [`head_start`]: planner::head_start
     head_start_chunks: usize,
     /// Per part, the sequences parsed while indexing that are all of its own
     /// ([`stash_per_part`]), until its first load takes them.

@@ -3,8 +3,8 @@
 //! ([`Packer`], the consumer's end of a run: the queues, the routes and the threads). A
 //! packer holds the parts of its current batch pinned in the cache, and for the first
 //! minibatch after a start reads the sequences whose parts are not loaded yet itself
-//! ([`quick_load`]). How a part is asked for ([`request_part`]) is here too, with the
-//! requests the planner makes through it ([`request_once`], [`head_start`]).
+//! ([`quick_load`]). How a part is asked for ([`request_part`]), by a packer or the
+//! planner, is here too.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -22,7 +22,6 @@ use crate::sync::atomic::Ordering;
 use crate::sync::channel::{Receiver, Sender};
 use crate::sync::thread::JoinHandle;
 use crate::sync::Arc as ChunkArc;
-use crate::timeline::order::{first_window_chunks, OrderSettings};
 
 /// Running packers and planner, the plan they follow, and what the consumer received.
 pub(super) struct Packer<T: Element> {
@@ -153,57 +152,8 @@ pub(super) fn run_packer<T: Element>(
     }
 }
 
-/// At the start of a randomized sweep, asks for the parts of its first window (in the
-/// sweep's chunk order), from which its first sequences are drawn, before the sweep's order
-/// is computed, so that the loaders read them while the planner works (a serial step of a
-/// few milliseconds per 100,000 sequences). Not for a worker of several, which loads only
-/// some chunks, nor mid-sweep, nor under a memory budget (see `head_start_chunks`); false
-/// once shutting down.
-pub(super) fn head_start<T>(
-    shared: &Shared<T>,
-    loads: &Sender<u32>,
-    plan: &Plan,
-    requested_in: &mut [u64],
-) -> bool {
-    let starts_sweep = plan.sweep_samples > 0 && plan.start.is_multiple_of(plan.sweep_samples);
-    if shared.head_start_chunks == 0 || plan.workers > 1 || !starts_sweep || plan.start >= plan.end
-    {
-        return true;
-    }
-    let sweep = plan.start / plan.sweep_samples;
-    let settings = OrderSettings::of(&shared.config);
-    let planning = Instant::now();
-    let chunks = first_window_chunks(&shared.index, &settings, sweep);
-    add_time(&shared.plan_nanos, planning);
-    for &chunk in chunks.iter().take(shared.head_start_chunks) {
-        for part in shared.parts.of_chunk[chunk as usize].clone() {
-            if !request_once(shared, loads, requested_in, part, sweep) {
-                return false;
-            }
-        }
-    }
-    true
-}
-
-/// Asks for `part` unless already asked for in `sweep` (`requested_in`: per part, 1 + the
-/// sweep it was last asked for in); false once shutting down.
-pub(super) fn request_once<T>(
-    shared: &Shared<T>,
-    loads: &Sender<u32>,
-    requested_in: &mut [u64],
-    part: u32,
-    sweep: u64,
-) -> bool {
-    let asked = &mut requested_in[part as usize];
-    if *asked == sweep + 1 {
-        return true;
-    }
-    *asked = sweep + 1;
-    request_part(shared, loads, part)
-}
-
 /// Asks for `part` to be loaded unless in memory or under way; false once shutting down.
-fn request_part<T>(shared: &Shared<T>, loads: &Sender<u32>, part: u32) -> bool {
+pub(super) fn request_part<T>(shared: &Shared<T>, loads: &Sender<u32>, part: u32) -> bool {
     match shared.cache.request(part) {
         Request::Present => true,
         Request::Load => loads.send(part).is_ok(),

@@ -1,5 +1,6 @@
 //! The planner ("randomizer") thread: it walks the timeline, computing each sweep's order,
-//! asks the loaders for the parts of the sequences ahead of it, and deals the minibatches it
+//! asks the loaders for the parts of the sequences ahead of it (the first window's before
+//! the sweep's order is computed: [`head_start`]), and deals the minibatches it
 //! plans to the packers in batches ([`PlannedBatch`]), each to the packer with the fewest
 //! queued, telling the consumer which packer has it, its route ([`Dealer`]). Dealing by
 //! load rather than by turns lets a packer that gets less of a core (it shares one with the
@@ -9,10 +10,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::packer::{head_start, request_once};
+use super::packer::request_part;
 use super::{add_time, Plan, Shared};
 use crate::source::minibatch_end;
 use crate::sync::channel::Sender;
+use crate::timeline::order::{first_window_chunks, OrderSettings};
 use crate::timeline::Timeline;
 
 /// A packer sends its packed minibatches at the end of its planned batch, or once they hold
@@ -231,4 +233,53 @@ fn plan_into<T>(
             planning = Instant::now();
         }
     }
+}
+
+/// At the start of a randomized sweep, asks for the parts of its first window (in the
+/// sweep's chunk order), from which its first sequences are drawn, before the sweep's order
+/// is computed, so that the loaders read them while the planner works (a serial step of a
+/// few milliseconds per 100,000 sequences). Not for a worker of several, which loads only
+/// some chunks, nor mid-sweep, nor under a memory budget (see `head_start_chunks`); false
+/// once shutting down.
+pub(super) fn head_start<T>(
+    shared: &Shared<T>,
+    loads: &Sender<u32>,
+    plan: &Plan,
+    requested_in: &mut [u64],
+) -> bool {
+    let starts_sweep = plan.sweep_samples > 0 && plan.start.is_multiple_of(plan.sweep_samples);
+    if shared.head_start_chunks == 0 || plan.workers > 1 || !starts_sweep || plan.start >= plan.end
+    {
+        return true;
+    }
+    let sweep = plan.start / plan.sweep_samples;
+    let settings = OrderSettings::of(&shared.config);
+    let planning = Instant::now();
+    let chunks = first_window_chunks(&shared.index, &settings, sweep);
+    add_time(&shared.plan_nanos, planning);
+    for &chunk in chunks.iter().take(shared.head_start_chunks) {
+        for part in shared.parts.of_chunk[chunk as usize].clone() {
+            if !request_once(shared, loads, requested_in, part, sweep) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Asks for `part` unless already asked for in `sweep` (`requested_in`: per part, 1 + the
+/// sweep it was last asked for in); false once shutting down.
+fn request_once<T>(
+    shared: &Shared<T>,
+    loads: &Sender<u32>,
+    requested_in: &mut [u64],
+    part: u32,
+    sweep: u64,
+) -> bool {
+    let asked = &mut requested_in[part as usize];
+    if *asked == sweep + 1 {
+        return true;
+    }
+    *asked = sweep + 1;
+    request_part(shared, loads, part)
 }
