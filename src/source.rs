@@ -113,7 +113,9 @@ impl std::error::Error for SourceError {}
 pub struct SourceCounters {
     /// Chunks read and parsed (a chunk read again after eviction counts again).
     pub chunks_loaded: u64,
-    /// Bytes read from data files, in chunks or parts of chunks.
+    /// Bytes read from data files, in chunks or parts of chunks (and, for a line-mode file
+    /// whose first sequence's line starts with whitespace and a digit, the text before it,
+    /// read to tell whether that line is the file's first with content).
     pub bytes_read: u64,
     /// Bytes the threaded engine read for the first minibatch after a start or restore,
     /// sequence by sequence, for the sequences whose parts were not loaded yet (so that it

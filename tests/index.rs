@@ -429,6 +429,43 @@ fn skip_sequence_ids_reads_digits_after_leading_whitespace_the_same_through_the_
     }
 }
 
+/// A line-mode file (`skipSequenceIds` here) whose first sequence's line starts with
+/// whitespace and a digit has the text before that line read too (to tell whether it is the
+/// file's first line with content), and `bytes_read` counts it; otherwise what comes before
+/// the first sequence is not read.
+#[test]
+fn bytes_read_counts_the_text_read_before_a_line_mode_files_first_sequence() {
+    let inputs = vec![InputConfig::dense("a", 2)];
+    let long_blank = [&[b'\n'; 70_000][..], b"\t 5 |a 1 2\n|a 3 4\n"].concat();
+    // (text, bytes before the first sequence that are not read)
+    let cases: [(&[u8], u64); 6] = [
+        (b"\n \n  5 |a 1 2\n  6 |a 3 4\n", 0),
+        (b"|# c\n  5 |a 1 2\n|a 3 4\n", 0),
+        (b"|zz 1\n  5 |a 1 2\n", 0),
+        (&long_blank, 0),
+        (b"\n \n|a 1 2\n", 3),
+        (b"|# c\n5 |a 1 2\n", 5),
+    ];
+    for (text, unread) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_files(dir.path(), &[text.to_vec()]);
+        let config = config(&files, &inputs, 0, true);
+        let index = build_index(&config, &options()).unwrap().index;
+        let mut loader = ChunkLoader::<f32>::new(Arc::clone(&index), &config);
+        let mut chunk = ParsedChunk::new(&config.inputs);
+        for id in 0..index.chunks.len() as u32 {
+            let count = index.chunk(id).sequences.len() as u32;
+            loader.load_part(id, 0..count, &mut chunk).unwrap();
+        }
+        assert_eq!(
+            loader.counters().bytes_read,
+            text.len() as u64 - unread,
+            "{:?}",
+            String::from_utf8_lossy(text)
+        );
+    }
+}
+
 fn dense_a() -> Vec<InputConfig> {
     vec![InputConfig::dense("a", 1), InputConfig::sparse("b", 10)]
 }

@@ -193,8 +193,9 @@ fn starts_with_digits_after_space(text: &[u8]) -> bool {
 /// Whether the first `end` bytes of `file` are only a UTF-8 byte order mark, whitespace and
 /// line feeds: then the line at `end` is the file's first line with content. Reads up to
 /// the first byte that is not (a line-mode file has content before its first sequence only
-/// when it begins with lines that hold none, a comment say, and then that comes early).
-fn only_space_before(file: &File, end: u64) -> io::Result<bool> {
+/// when it begins with lines that hold none, a comment say, and then that comes early);
+/// also returns how many bytes it read.
+fn only_space_before(file: &File, end: u64) -> io::Result<(bool, u64)> {
     let mut block = vec![0u8; (end.min(64 << 10)) as usize];
     let mut offset = 0u64;
     while offset < end {
@@ -206,12 +207,12 @@ fn only_space_before(file: &File, end: u64) -> io::Result<bool> {
             let bom = byte_order_mark_len(text).unwrap_or(0);
             text = &text[bom..];
         }
-        if !text.iter().all(|&b| is_space(b) || b == b'\n') {
-            return Ok(false);
-        }
         offset += len as u64;
+        if !text.iter().all(|&b| is_space(b) || b == b'\n') {
+            return Ok((false, offset));
+        }
     }
-    Ok(true)
+    Ok((true, offset))
 }
 
 /// The bytes of the sequences `part` of `chunk`, within the chunk: from its first sequence
@@ -326,11 +327,18 @@ impl<T: Element> ChunkLoader<T> {
         // A file's first sequence may be on its first line with content, where digits after
         // whitespace are skipped in line mode; elsewhere they are junk. (What comes before
         // it is read before the file is checked again, as the chunk is.)
-        let at_first_content = part.start == 0
+        let at_first_content = if part.start == 0
             && chunk == indexed.chunks.start
             && indexed.mode == KeyMode::Lines
             && starts_with_digits_after_space(&self.buffer)
-            && only_space_before(file, c.start).map_err(io_error)?;
+        {
+            let (only_space, read) = only_space_before(file, c.start).map_err(io_error)?;
+            // Text read too, though no sequence's.
+            self.counters.bytes_read += read;
+            only_space
+        } else {
+            false
+        };
         match &mut self.deferred_checks {
             None => check_file(file, indexed)?,
             Some(touched) if !touched.contains(&c.file) => touched.push(c.file),
