@@ -339,9 +339,8 @@ impl<'a> Extractor<'_, 'a> {
         Ok(Some(param))
     }
 
-    /// An evaluation error met while reading a parameter, reported where it happened.
-    /// The error `err` met while evaluating the parameter `label` (written at `pos`, and
-    /// which the option `stand_in` can replace).
+    /// The error `err` met while evaluating the parameter `label` (written at `pos`; the
+    /// option `stand_in` can replace it), reported where it happened.
     fn eval_error(
         &self,
         label: &str,
