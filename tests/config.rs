@@ -918,6 +918,18 @@ fn explicit_sections() {
     assert_eq!(file_of(shared, Some("test")), "test.ctf");
     let nested = "a = [ reader = [ file = \"a.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]; b = [ c = [ d = 1 ] ] ]";
     assert_eq!(file_of(nested, Some("a.b.c")), "a.ctf");
+    // Enclosing along the path given, not where a record was written: `x` is a top-level
+    // section (so the top-level reader), `train.t` one of `train` (so train's reader).
+    let aliased = "reader = [ file = \"top.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]\ntrain = [\n  reader = [ file = \"train.ctf\"; input = [ x = [ dim = 1; format = \"dense\" ] ] ]\n  sub = [ a = 1 ]\n  t = base.t\n]\nbase = [ t = [ a = 1 ] ]\nx = train.sub\n";
+    assert_eq!(file_of(aliased, Some("x")), "top.ctf");
+    assert_eq!(file_of(aliased, Some("train.sub")), "train.ctf");
+    assert_eq!(file_of(aliased, Some("train.t")), "train.ctf");
+    assert_eq!(file_of(aliased, Some("base.t")), "top.ctf");
+    // A record inside a reader section is no action's section.
+    for inside in ["reader.input", "reader.input.x", "train.reader.input"] {
+        let e = error_in(aliased, Some(inside));
+        assert!(e.message().contains("holds no 'reader'"), "{inside}: {e}");
+    }
     let e = error_in("a = [ b = 1 ]", Some("a.b"));
     assert!(
         e.message().contains("'a.b' is a number, not a record"),

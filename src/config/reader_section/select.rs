@@ -1,5 +1,6 @@
 //! Finding the reader section of a document (SPEC §7.5): an explicit dotted path (to a
-//! reader, or to a section whose own or nearest enclosing `reader` is used), else a
+//! reader, or to a section whose own `reader` is used, else the nearest one of the sections
+//! enclosing it along the path), else a
 //! top-level `reader`, else the reader of the section(s) named by `command`, else the only
 //! `reader` found anywhere. The search is syntactic, so unrelated members are never evaluated.
 
@@ -82,36 +83,53 @@ fn by_path<'a>(eval: &mut Evaluator<'a>, path: &str) -> Result<RecordValue<'a>, 
         return Err(SelectError::Whole(format!("invalid section path '{path}'")));
     }
     let mut current = eval.root();
+    // The records along the path, the root first: the sections enclosing `current`.
+    let mut enclosing = Vec::new();
     let mut walked: Vec<&str> = Vec::new();
     for segment in &segments {
         walked.push(segment);
         let what = walked.join(".");
-        current = member_record(eval, &current, segment, &what)?.ok_or_else(|| {
+        let next = member_record(eval, &current, segment, &what)?.ok_or_else(|| {
             SelectError::Whole(format!("section '{path}' not found: there is no '{what}'"))
         })?;
+        enclosing.push(std::mem::replace(&mut current, next));
     }
     let is_reader = segments
         .last()
         .is_some_and(|s| s.eq_ignore_ascii_case("reader"));
-    if !is_reader {
-        if let Some(reader) = member_record(eval, &current, "reader", &format!("{path}.reader"))? {
-            return Ok(reader);
-        }
-        if !looks_like_reader(current.record()) {
-            // CNTK's actions read `reader` from their section through ConfigParameters, whose
-            // lookup goes on through the enclosing sections (`Config.h`, `TryFind`), so a
-            // section without its own reader uses the nearest enclosing one.
-            if let Some(found) = current.find_outward("reader")? {
-                let pos = found.member.value.pos;
-                let value = eval.eval_member(&found)?;
-                return as_record(value, found.member.name.as_str(), pos);
+    if is_reader {
+        return Ok(current);
+    }
+    if let Some(reader) = member_record(eval, &current, "reader", &format!("{path}.reader"))? {
+        return Ok(reader);
+    }
+    if looks_like_reader(current.record()) {
+        return Ok(current);
+    }
+    // CNTK's actions read `reader` from their section through ConfigParameters, whose lookup
+    // goes on through the enclosing sections (`Config.h`, `TryFind`), so a section without a
+    // reader of its own uses the nearest enclosing one: enclosing along the path given. Not
+    // for a record inside a reader section (`reader.input`), which is no action's section.
+    let inside_reader = segments[..segments.len() - 1]
+        .iter()
+        .zip(&enclosing[1..])
+        .any(|(segment, record)| {
+            segment.eq_ignore_ascii_case("reader") || looks_like_reader(record.record())
+        });
+    if !inside_reader {
+        for (depth, record) in enclosing.iter().enumerate().rev() {
+            let what = match depth {
+                0 => "reader".to_string(),
+                _ => format!("{}.reader", segments[..depth].join(".")),
+            };
+            if let Some(reader) = member_record(eval, record, "reader", &what)? {
+                return Ok(reader);
             }
-            return Err(SelectError::Whole(format!(
-                "section '{path}' holds no 'reader' and is not a reader section"
-            )));
         }
     }
-    Ok(current)
+    Err(SelectError::Whole(format!(
+        "section '{path}' holds no 'reader' and is not a reader section"
+    )))
 }
 
 fn automatic<'a>(eval: &mut Evaluator<'a>) -> Result<RecordValue<'a>, SelectError> {
