@@ -1054,6 +1054,44 @@ fn validate_counts_the_configurations_warnings_in_its_summary() {
     }
 }
 
+/// Every option that replaces a configuration value stands in for a macro there.
+#[test]
+fn options_stand_in_for_macros_of_the_values_they_replace() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "d.ctf", "1 |a 1 2\n2 |a 3 4\n");
+    let config = "reader = [\n  file = \"$DataDir$/d.ctf\"\n  precision = \"$P$\"\n  \
+                  maxErrors = \"$E$\"\n  traceLevel = $T$\n  skipSequenceIds = \"$S$\"\n  \
+                  input = [ a = [ dim = \"$Dim$\"; format = \"dense\" ] ]\n]\n";
+    write(dir.path(), "c.cntk", config);
+    let options: [&[&str]; 6] = [
+        &["--file", "d.ctf"],
+        &["--input", "a:2:dense"],
+        &["--precision", "double"],
+        &["--max-errors", "0"],
+        &["--trace-level", "1"],
+        &["--skip-sequence-ids"],
+    ];
+    // Each option left out leaves its macro an error (exit 2) that suggests it.
+    for left_out in 0..options.len() {
+        let mut args = vec!["dump", "c.cntk"];
+        for (i, option) in options.iter().enumerate() {
+            if i != left_out {
+                args.extend_from_slice(option);
+            }
+        }
+        let r = run_expect(&args, Some(dir.path()), 2);
+        assert!(
+            r.stderr.contains(&format!("pass {}", options[left_out][0])),
+            "{}",
+            r.stderr
+        );
+    }
+    let args = [&["dump", "c.cntk"][..], &options.concat()].concat();
+    let r = run_expect(&args, Some(dir.path()), 0);
+    // Line numbers as keys: skipSequenceIds is on.
+    assert_eq!(keys(&r.stdout), [0, 1]);
+}
+
 #[test]
 fn short_dense_sample_is_a_warning_not_an_error() {
     let dir = TempDir::new().unwrap();

@@ -569,6 +569,26 @@ fn macro_errors_suggest_only_the_options_that_replace_the_parameter() {
             Some("--input"),
         ),
     ];
+    // A `file` in the reader record is read by every deserializer: `--file` replaces it
+    // only for the first, so it stands in only when there is no other.
+    let shared_file = |parts: &[&str]| {
+        let parts: Vec<String> = parts
+            .iter()
+            .map(|input| {
+                format!(
+                    "{{ type = \"CNTKTextFormatDeserializer\"\n    input = {{ {input} = {{ dim = 1; format = \"dense\" }} }} }}"
+                )
+            })
+            .collect();
+        format!(
+            "reader = {{\n  file = \"$F$\"\n  deserializers = ({})\n}}\n",
+            parts.join(" : ")
+        )
+    };
+    let cases = cases.into_iter().chain([
+        (shared_file(&["x", "y"]), 2, 10, None),
+        (shared_file(&["x"]), 2, 10, Some("--file")),
+    ]);
     for (text, line, col, option) in cases {
         let e = error_in(&text, None);
         assert_eq!((e.line(), e.col()), (line, col), "position of: {e}\n{text}");
@@ -1847,4 +1867,59 @@ fn reader_level_keys_of_a_later_deserializer_must_agree() {
         .reader_config_with(None, &overrides)
         .unwrap();
     assert_eq!(c.precision, Precision::Float);
+}
+
+/// `--max-errors`, `--trace-level` and `--skip-sequence-ids` replace the configuration's
+/// values as `--precision` does: the replaced keys are not read, so a macro or a
+/// disagreeing value there is no error, and `skipSequenceIds` holds for every deserializer.
+#[test]
+fn overrides_replace_max_errors_trace_level_and_skip_sequence_ids_unread() {
+    let macros = "maxErrors = \"$E$\"; traceLevel = $T$";
+    let text = two_deserializers(
+        macros,
+        "skipSequenceIds = \"$S$\"",
+        "maxErrors = 7; traceLevel = 2; skipSequenceIds = $S$",
+    );
+    let suggested = [
+        ("maxErrors", "--max-errors"),
+        ("traceLevel", "--trace-level"),
+        ("skipSequenceIds", "--skip-sequence-ids"),
+    ];
+    // Without its override, each macro is an error suggesting its option; each override
+    // given moves the error on to the next, until none is left.
+    let mut overrides = ctf_reader::config::ConfigOverrides::default();
+    let mut reported = Vec::new();
+    for _ in suggested {
+        let e = ConfigDocument::parse(&text, SOURCE)
+            .unwrap()
+            .reader_config_with(None, &overrides)
+            .unwrap_err();
+        let (key, option) = suggested
+            .into_iter()
+            .find(|(key, _)| e.message().contains(&format!("parameter '{key}'")))
+            .unwrap_or_else(|| panic!("{e}"));
+        assert!(e.message().contains(&format!("pass {option}")), "{e}");
+        match key {
+            "maxErrors" => overrides.max_errors = Some(3),
+            "traceLevel" => overrides.trace_level = Some(0),
+            _ => overrides.skip_sequence_ids = true,
+        }
+        reported.push(key);
+    }
+    reported.sort_unstable();
+    assert_eq!(reported, ["maxErrors", "skipSequenceIds", "traceLevel"]);
+    let (c, _) = ConfigDocument::parse(&text, SOURCE)
+        .unwrap()
+        .reader_config_with(None, &overrides)
+        .unwrap();
+    assert_eq!((c.max_errors, c.trace_level), (3, 0));
+    assert!(c.skip_sequence_ids && c.joined[0].skip_sequence_ids);
+    // Without the overrides, values that disagree between deserializers stay an error.
+    let text = two_deserializers("", "maxErrors = 1", "maxErrors = 7");
+    assert_error(
+        &text,
+        9,
+        5,
+        &["parameter 'maxErrors' of deserializer 2 is 7"],
+    );
 }

@@ -15,9 +15,10 @@ use super::brainscript::{self, Evaluator, Record};
 use super::{InputConfig, Precision, ReaderConfig};
 use select::SelectError;
 
-/// Values given beside a configuration (the `ctf` tool's `--file`, `--input` and
-/// `--precision`) that replace its own: a replaced parameter is not read at all, so a value
-/// the reader could not use there (a `$macro$`, a wrong type) or a missing one is no error.
+/// Values given beside a configuration (the `ctf` tool's `--file`, `--input`,
+/// `--precision`, `--max-errors`, `--trace-level` and `--skip-sequence-ids`) that replace its
+/// own: a replaced parameter is not read at all, so a value the reader could not use there
+/// (a `$macro$`, a wrong type) or a missing one is no error.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ConfigOverrides {
     /// The files of the reader, or of the first deserializer of a composite reader (none:
@@ -28,6 +29,12 @@ pub struct ConfigOverrides {
     pub inputs: Vec<InputConfig>,
     /// The precision (none: the configuration's).
     pub precision: Option<Precision>,
+    /// `maxErrors` (none: the configuration's).
+    pub max_errors: Option<u64>,
+    /// `traceLevel` (none: the configuration's).
+    pub trace_level: Option<u32>,
+    /// `skipSequenceIds = true` for every deserializer (false: each deserializer's own).
+    pub skip_sequence_ids: bool,
 }
 
 /// A parsed BrainScript configuration document, from which reader sections are read.

@@ -293,15 +293,18 @@ impl DataArgs {
         let mut config_warnings = 0;
         let mut builder = match &self.config {
             Some(path) => {
-                // --file, --input and --precision replace the configuration's values before
-                // anything is required or checked: they can stand in for a `$macro$`, a
-                // missing key or a value this reader cannot use.
+                // The options replace the configuration's values before anything is
+                // required or checked: they can stand in for a `$macro$`, a missing key or
+                // a value this reader cannot use.
                 let overrides = ConfigOverrides {
                     files: self.files.clone(),
                     inputs: self.inputs.clone(),
                     precision: self.precision,
+                    max_errors: self.max_errors,
+                    trace_level: self.trace_level,
+                    skip_sequence_ids: self.skip_sequence_ids,
                 };
-                let (mut config, warnings) =
+                let (config, warnings) =
                     ReaderConfig::from_file_with(path, self.section.as_deref(), &overrides)
                         .map_err(|e| {
                             // A misspelt key reported as a warning often explains the error.
@@ -312,17 +315,9 @@ impl DataArgs {
                         })?;
                 config_warnings = warnings.len() as u64;
                 // Warnings too from traceLevel 1 on (the default); 0 is errors only.
-                if self.trace_level.unwrap_or(config.trace_level) >= 1 {
+                if config.trace_level >= 1 {
                     for w in &warnings {
                         write_stderr_line(w);
-                    }
-                }
-                if self.skip_sequence_ids {
-                    // The flag is about the data, not one file: every deserializer reads
-                    // lines as sequences (the builder's setter only reaches the last one).
-                    config.skip_sequence_ids = true;
-                    for joined in &mut config.joined {
-                        joined.skip_sequence_ids = true;
                     }
                 }
                 ReaderConfigBuilder::from_config(config)
@@ -342,6 +337,7 @@ impl DataArgs {
                 .inputs(self.inputs.iter().cloned())
                 .skip_sequence_ids(self.skip_sequence_ids),
         };
+        // (A configuration's reader has these already, from the overrides.)
         if let Some(p) = self.precision {
             builder = builder.precision(p);
         }

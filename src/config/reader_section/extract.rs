@@ -106,11 +106,15 @@ struct Extractor<'e, 'a> {
 }
 
 /// The `ctf` options that can replace a deserializer's `file` and `input` (see
-/// [`ConfigOverrides`]); `None` where none can.
+/// [`ConfigOverrides`]); `None` where none can. (Those of the reader-wide parameters and
+/// `skipSequenceIds` replace them everywhere.)
 #[derive(Clone, Copy)]
 struct StandIns {
     file: Option<&'static str>,
     input: Option<&'static str>,
+    /// `file` only where the deserializer's record holds it itself: one found in an
+    /// enclosing record is read by the later deserializers too, which `--file` leaves.
+    own_file_only: bool,
 }
 
 impl StandIns {
@@ -118,6 +122,7 @@ impl StandIns {
     const BOTH: Self = Self {
         file: Some("--file"),
         input: Some("--input"),
+        own_file_only: false,
     };
 }
 
@@ -304,6 +309,9 @@ impl<'a> Extractor<'_, 'a> {
         let Some(found) = found.map_err(|e| self.script_error(&e))? else {
             return Ok(None);
         };
+        let shared_file =
+            key == "file" && self.stand_ins.own_file_only && found.owner.pos() != record.pos();
+        let stand_in = stand_in.filter(|_| !shared_file);
         let expr = &found.member.value;
         let pos = expr.pos;
         let key_pos = found.member.pos;
@@ -378,6 +386,10 @@ impl<'a> Extractor<'_, 'a> {
         let stand_in = match key {
             "file" => self.stand_ins.file,
             "input" => self.stand_ins.input,
+            "precision" => Some("--precision"),
+            "maxErrors" => Some("--max-errors"),
+            "traceLevel" => Some("--trace-level"),
+            "skipSequenceIds" => Some("--skip-sequence-ids"),
             _ => None,
         };
         self.param(record, key, true, format!("parameter '{key}'"), stand_in)
@@ -414,6 +426,7 @@ impl<'a> Extractor<'_, 'a> {
                     self.stand_ins = StandIns {
                         file: StandIns::BOTH.file.filter(|_| primary),
                         input: StandIns::BOTH.input.filter(|_| deserializers.len() == 1),
+                        own_file_only: deserializers.len() > 1,
                     };
                     let (config, origin) =
                         self.parameters(deserializer, ReaderForm::Composite, primary)?;
@@ -664,14 +677,13 @@ impl<'a> Extractor<'_, 'a> {
             }
         }
         // The parameters of each deserializer.
-        let flags: [(&str, &mut bool); 2] = [
-            ("skipSequenceIds", &mut config.skip_sequence_ids),
-            ("cacheIndex", &mut config.cache_index),
-        ];
-        for (key, slot) in flags {
-            if let Some(p) = self.reader_param(params, key)? {
-                *slot = p.boolean(src)?;
-            }
+        if overrides.skip_sequence_ids {
+            config.skip_sequence_ids = true;
+        } else if let Some(p) = self.reader_param(params, "skipSequenceIds")? {
+            config.skip_sequence_ids = p.boolean(src)?;
+        }
+        if let Some(p) = self.reader_param(params, "cacheIndex")? {
+            config.cache_index = p.boolean(src)?;
         }
         if let Some(p) = self.reader_param(params, "chunkSizeInBytes")? {
             config.chunk_size_in_bytes = p.u64(src)?;
@@ -733,10 +745,14 @@ impl<'a> Extractor<'_, 'a> {
                 *slot = p.boolean(src)?;
             }
         }
-        if let Some(p) = self.wide_param(params, origin, "maxErrors")? {
+        if let Some(max_errors) = self.overrides.max_errors {
+            config.max_errors = max_errors;
+        } else if let Some(p) = self.wide_param(params, origin, "maxErrors")? {
             config.max_errors = p.u64(src)?;
         }
-        if let Some(p) = self.wide_param(params, origin, "traceLevel")? {
+        if let Some(trace_level) = self.overrides.trace_level {
+            config.trace_level = trace_level;
+        } else if let Some(p) = self.wide_param(params, origin, "traceLevel")? {
             config.trace_level = p.u32(src)?;
         }
         if let Some(p) = self.wide_param(params, origin, "verbosity")? {
@@ -782,7 +798,7 @@ impl<'a> Extractor<'_, 'a> {
         effective_origin: &Origin,
     ) -> Result<(), ConfigError> {
         for (key, value_of) in READER_WIDE_PARAMS {
-            if key == "precision" && self.overrides.precision.is_some() {
+            if self.overridden(key) {
                 continue;
             }
             let found = match lookup {
@@ -817,6 +833,17 @@ impl<'a> Extractor<'_, 'a> {
             ));
         }
         Ok(())
+    }
+
+    /// Whether the overrides replace the reader-level parameter `key`.
+    fn overridden(&self, key: &str) -> bool {
+        let overrides = self.overrides;
+        match key {
+            "precision" => overrides.precision.is_some(),
+            "maxErrors" => overrides.max_errors.is_some(),
+            "traceLevel" => overrides.trace_level.is_some(),
+            _ => false,
+        }
     }
 
     /// A reader-level parameter, its key recorded in `origin`.
