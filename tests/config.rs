@@ -585,9 +585,20 @@ fn macro_errors_suggest_only_the_options_that_replace_the_parameter() {
             parts.join(" : ")
         )
     };
+    // The first deserializer inherits it and the second has its own: `--file` replaces it.
+    let own_second = shared_file(&["x", "y"]).replacen(
+        "{ type = \"CNTKTextFormatDeserializer\"\n    input = { y",
+        "{ type = \"CNTKTextFormatDeserializer\"; file = \"b\"\n    input = { y",
+        1,
+    );
+    assert!(own_second.contains("file = \"b\""));
+    // Both name one member that holds the macro: `--file` leaves the second's.
+    let named = composite(&[deserializer("D", "1"), deserializer("D", "1")]) + "D = $D$\n";
     let cases = cases.into_iter().chain([
         (shared_file(&["x", "y"]), 2, 10, None),
         (shared_file(&["x"]), 2, 10, Some("--file")),
+        (own_second, 2, 10, Some("--file")),
+        (named, 8, 5, None),
     ]);
     for (text, line, col, option) in cases {
         let e = error_in(&text, None);
@@ -945,10 +956,28 @@ fn explicit_sections() {
     assert_eq!(file_of(aliased, Some("train.sub")), "train.ctf");
     assert_eq!(file_of(aliased, Some("train.t")), "train.ctf");
     assert_eq!(file_of(aliased, Some("base.t")), "top.ctf");
-    // A record inside a reader section is no action's section.
-    for inside in ["reader.input", "reader.input.x", "train.reader.input"] {
-        let e = error_in(aliased, Some(inside));
-        assert!(e.message().contains("holds no 'reader'"), "{inside}: {e}");
+    // A record inside a reader section is no action's section, nor a reader, even when a
+    // member of it is called `reader`.
+    let input_named_reader = aliased.replacen("input = [ x = [", "input = [ reader = [", 1);
+    let renamed = aliased.replacen(
+        "reader = [ file",
+        "R1 = [ readerType = \"CNTKTextFormatReader\"; file",
+        1,
+    );
+    for (text, inside, reader) in [
+        (aliased, "reader.input", "reader"),
+        (aliased, "reader.input.x", "reader"),
+        (aliased, "train.reader.input", "train.reader"),
+        (input_named_reader.as_str(), "reader.input", "reader"),
+        (input_named_reader.as_str(), "reader.input.reader", "reader"),
+        (&renamed, "R1.input", "R1"),
+    ] {
+        let e = error_in(text, Some(inside));
+        assert!(
+            e.message()
+                .contains(&format!("is inside the reader section '{reader}'")),
+            "{inside}: {e}"
+        );
     }
     let e = error_in("a = [ b = 1 ]", Some("a.b"));
     assert!(

@@ -112,9 +112,6 @@ struct Extractor<'e, 'a> {
 struct StandIns {
     file: Option<&'static str>,
     input: Option<&'static str>,
-    /// `file` only where the deserializer's record holds it itself: one found in an
-    /// enclosing record is read by the later deserializers too, which `--file` leaves.
-    own_file_only: bool,
 }
 
 impl StandIns {
@@ -122,8 +119,16 @@ impl StandIns {
     const BOTH: Self = Self {
         file: Some("--file"),
         input: Some("--input"),
-        own_file_only: false,
     };
+}
+
+/// Whether `value` (a `file` parameter's) holds a `$macro$`.
+fn holds_macro(value: &Value<'_>) -> bool {
+    match value {
+        Value::Str(s) => macro_in(s).is_some(),
+        Value::Array(items) => items.iter().any(holds_macro),
+        _ => false,
+    }
 }
 
 /// Extracts and validates the configuration of the reader record `reader`.
@@ -309,9 +314,6 @@ impl<'a> Extractor<'_, 'a> {
         let Some(found) = found.map_err(|e| self.script_error(&e))? else {
             return Ok(None);
         };
-        let shared_file =
-            key == "file" && self.stand_ins.own_file_only && found.owner.pos() != record.pos();
-        let stand_in = stand_in.filter(|_| !shared_file);
         let expr = &found.member.value;
         let pos = expr.pos;
         let key_pos = found.member.pos;
@@ -389,7 +391,8 @@ impl<'a> Extractor<'_, 'a> {
             "precision" => Some("--precision"),
             "maxErrors" => Some("--max-errors"),
             "traceLevel" => Some("--trace-level"),
-            "skipSequenceIds" => Some("--skip-sequence-ids"),
+            // The flag sets it only.
+            "skipSequenceIds" => Some("--skip-sequence-ids if the macro stands for true"),
             _ => None,
         };
         self.param(record, key, true, format!("parameter '{key}'"), stand_in)
@@ -419,14 +422,17 @@ impl<'a> Extractor<'_, 'a> {
                         ),
                     ));
                 }
+                // `--file` replaces the first deserializer's files only: it stands in for a
+                // macro there unless a later deserializer meets one too (the same one, in a
+                // `file` they share, or in a name they both use).
+                let later_files_free = self.files_free_of_macros(&deserializers[1..]);
                 let mut merged: Option<(ReaderConfig, Origin)> = None;
                 for (d, deserializer) in deserializers.iter().enumerate() {
                     self.check_keys(deserializer, None)?;
                     let primary = merged.is_none();
                     self.stand_ins = StandIns {
-                        file: StandIns::BOTH.file.filter(|_| primary),
+                        file: StandIns::BOTH.file.filter(|_| primary && later_files_free),
                         input: StandIns::BOTH.input.filter(|_| deserializers.len() == 1),
-                        own_file_only: deserializers.len() > 1,
                     };
                     let (config, origin) =
                         self.parameters(deserializer, ReaderForm::Composite, primary)?;
@@ -480,6 +486,20 @@ impl<'a> Extractor<'_, 'a> {
                 validate(config, &origin)
             }
         }
+    }
+
+    /// Whether the `file` of each of `deserializers` evaluates without meeting a `$macro$`
+    /// (its errors of any other kind are reported when it is read).
+    fn files_free_of_macros(&mut self, deserializers: &[RecordValue<'a>]) -> bool {
+        deserializers.iter().all(|deserializer| {
+            let Ok(Some(found)) = deserializer.find_outward("file") else {
+                return true;
+            };
+            match self.eval.eval_member(&found) {
+                Ok(value) => !holds_macro(&value),
+                Err(e) => !e.message().starts_with("macro"),
+            }
+        })
     }
 
     /// The CTF deserializers of a composite reader, in order (a single record counts as one).

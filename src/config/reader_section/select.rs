@@ -94,6 +94,22 @@ fn by_path<'a>(eval: &mut Evaluator<'a>, path: &str) -> Result<RecordValue<'a>, 
         })?;
         enclosing.push(std::mem::replace(&mut current, next));
     }
+    // A record inside a reader section (`reader.input`, `reader.input.x`) is neither a reader
+    // nor an action's section, whatever its members are called. (A reader section here: one
+    // called `reader`, or with a key only a reader has; an action's section may well have a
+    // `file`.)
+    if let Some(depth) = (1..enclosing.len()).find(|&depth| {
+        let record = enclosing[depth].record();
+        segments[depth - 1].eq_ignore_ascii_case("reader")
+            || ["readerType", "deserializers"]
+                .iter()
+                .any(|key| !record.find(key).is_empty())
+    }) {
+        return Err(SelectError::Whole(format!(
+            "section '{path}' is inside the reader section '{}', not a section holding one",
+            segments[..depth].join(".")
+        )));
+    }
     let is_reader = segments
         .last()
         .is_some_and(|s| s.eq_ignore_ascii_case("reader"));
@@ -108,23 +124,14 @@ fn by_path<'a>(eval: &mut Evaluator<'a>, path: &str) -> Result<RecordValue<'a>, 
     }
     // CNTK's actions read `reader` from their section through ConfigParameters, whose lookup
     // goes on through the enclosing sections (`Config.h`, `TryFind`), so a section without a
-    // reader of its own uses the nearest enclosing one: enclosing along the path given. Not
-    // for a record inside a reader section (`reader.input`), which is no action's section.
-    let inside_reader = segments[..segments.len() - 1]
-        .iter()
-        .zip(&enclosing[1..])
-        .any(|(segment, record)| {
-            segment.eq_ignore_ascii_case("reader") || looks_like_reader(record.record())
-        });
-    if !inside_reader {
-        for (depth, record) in enclosing.iter().enumerate().rev() {
-            let what = match depth {
-                0 => "reader".to_string(),
-                _ => format!("{}.reader", segments[..depth].join(".")),
-            };
-            if let Some(reader) = member_record(eval, record, "reader", &what)? {
-                return Ok(reader);
-            }
+    // reader of its own uses the nearest enclosing one: enclosing along the path given.
+    for (depth, record) in enclosing.iter().enumerate().rev() {
+        let what = match depth {
+            0 => "reader".to_string(),
+            _ => format!("{}.reader", segments[..depth].join(".")),
+        };
+        if let Some(reader) = member_record(eval, record, "reader", &what)? {
+            return Ok(reader);
         }
     }
     Err(SelectError::Whole(format!(
