@@ -62,7 +62,8 @@ pub struct DataArgs {
     /// Element type of the values.
     #[arg(long, value_name = "float|double", value_parser = parse_precision)]
     pub precision: Option<Precision>,
-    /// Number of invalid sequences to skip before failing (`dump`, `stats`).
+    /// Number of invalid sequences to skip before failing (`dump`, `stats`, `read`, `bench`;
+    /// `validate` reports every error).
     #[arg(long, value_name = "N")]
     pub max_errors: Option<u64>,
     /// Treat every line as its own sequence, in every deserializer of a composite reader
