@@ -106,8 +106,8 @@ struct Extractor<'e, 'a> {
 }
 
 /// The `ctf` options that can replace a deserializer's `file` and `input` (see
-/// [`ConfigOverrides`]); `None` where none can. (Those of the reader-wide parameters and
-/// `skipSequenceIds` replace them everywhere.)
+/// [`ConfigOverrides`]); `None` where none can. (The options for the reader-wide parameters
+/// and `skipSequenceIds` replace those in every deserializer alike.)
 #[derive(Clone, Copy)]
 struct StandIns {
     file: Option<&'static str>,
