@@ -292,7 +292,7 @@ impl DataArgs {
     /// stderr unless the trace level is 0; `validate` counts them in its summary).
     pub fn reader_config_and_warnings(&self) -> Result<(ReaderConfig, u64), Failure> {
         let mut config_warnings = 0;
-        let mut builder = match &self.config {
+        let builder = match &self.config {
             Some(path) => {
                 // The options replace the configuration's values before anything is
                 // required or checked: they can stand in for a `$macro$`, a missing key or
@@ -333,21 +333,23 @@ impl DataArgs {
                     "error: give a CONFIG file, or both --file and --input".to_string(),
                 ))
             }
-            None => ReaderConfig::builder()
-                .files(self.files.iter().cloned())
-                .inputs(self.inputs.iter().cloned())
-                .skip_sequence_ids(self.skip_sequence_ids),
+            None => {
+                let mut builder = ReaderConfig::builder()
+                    .files(self.files.iter().cloned())
+                    .inputs(self.inputs.iter().cloned())
+                    .skip_sequence_ids(self.skip_sequence_ids);
+                if let Some(p) = self.precision {
+                    builder = builder.precision(p);
+                }
+                if let Some(m) = self.max_errors {
+                    builder = builder.max_errors(m);
+                }
+                if let Some(t) = self.trace_level {
+                    builder = builder.trace_level(t);
+                }
+                builder
+            }
         };
-        // (A configuration's reader has these already, from the overrides.)
-        if let Some(p) = self.precision {
-            builder = builder.precision(p);
-        }
-        if let Some(m) = self.max_errors {
-            builder = builder.max_errors(m);
-        }
-        if let Some(t) = self.trace_level {
-            builder = builder.trace_level(t);
-        }
         let config = builder.build().map_err(|e| Failure::Usage(e.to_string()))?;
         Ok((config, config_warnings))
     }
