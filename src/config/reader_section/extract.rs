@@ -122,6 +122,11 @@ impl StandIns {
     };
 }
 
+/// Whether the evaluation error `err` is the evaluator's refusal of a `$macro$`.
+fn is_macro_error(err: &Error) -> bool {
+    err.message().starts_with("macro")
+}
+
 /// Whether `value` (a `file` parameter's) holds a `$macro$`.
 fn holds_macro(value: &Value<'_>) -> bool {
     match value {
@@ -363,7 +368,7 @@ impl<'a> Extractor<'_, 'a> {
         } else {
             format!("{label} (at {pos}): {}", err.message())
         };
-        if let Some(option) = stand_in.filter(|_| err.message().starts_with("macro")) {
+        if let Some(option) = stand_in.filter(|_| is_macro_error(err)) {
             message.push_str(&format!(" (or pass {option})"));
         }
         ConfigError::at(&self.source, err.pos(), message)
@@ -431,8 +436,8 @@ impl<'a> Extractor<'_, 'a> {
                     self.check_keys(deserializer, None)?;
                     let primary = merged.is_none();
                     self.stand_ins = StandIns {
-                        file: StandIns::BOTH.file.filter(|_| primary && later_files_free),
-                        input: StandIns::BOTH.input.filter(|_| deserializers.len() == 1),
+                        file: (primary && later_files_free).then_some("--file"),
+                        input: (deserializers.len() == 1).then_some("--input"),
                     };
                     let (config, origin) =
                         self.parameters(deserializer, ReaderForm::Composite, primary)?;
@@ -497,7 +502,7 @@ impl<'a> Extractor<'_, 'a> {
             };
             match self.eval.eval_member(&found) {
                 Ok(value) => !holds_macro(&value),
-                Err(e) => !e.message().starts_with("macro"),
+                Err(e) => !is_macro_error(&e),
             }
         })
     }

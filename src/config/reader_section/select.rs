@@ -70,11 +70,17 @@ fn member_record<'a>(
     }
 }
 
+/// Keys only a reader section has (an action's section may well have a `file`).
+const READER_ONLY_KEYS: [&str; 2] = ["readerType", "deserializers"];
+
+/// Whether `record` holds any of `keys`.
+fn holds_any(record: &Record, keys: &[&str]) -> bool {
+    keys.iter().any(|key| !record.find(key).is_empty())
+}
+
 /// Whether a record is itself a reader section rather than a command holding one.
 fn looks_like_reader(record: &Record) -> bool {
-    ["readerType", "deserializers", "input", "file"]
-        .iter()
-        .any(|key| !record.find(key).is_empty())
+    holds_any(record, &READER_ONLY_KEYS) || holds_any(record, &["input", "file"])
 }
 
 fn by_path<'a>(eval: &mut Evaluator<'a>, path: &str) -> Result<RecordValue<'a>, SelectError> {
@@ -96,14 +102,10 @@ fn by_path<'a>(eval: &mut Evaluator<'a>, path: &str) -> Result<RecordValue<'a>, 
     }
     // A record inside a reader section (`reader.input`, `reader.input.x`) is neither a reader
     // nor an action's section, whatever its members are called. (A reader section here: one
-    // called `reader`, or with a key only a reader has; an action's section may well have a
-    // `file`.)
+    // called `reader`, or with a key only a reader has.)
     if let Some(depth) = (1..enclosing.len()).find(|&depth| {
-        let record = enclosing[depth].record();
         segments[depth - 1].eq_ignore_ascii_case("reader")
-            || ["readerType", "deserializers"]
-                .iter()
-                .any(|key| !record.find(key).is_empty())
+            || holds_any(enclosing[depth].record(), &READER_ONLY_KEYS)
     }) {
         return Err(SelectError::Whole(format!(
             "section '{path}' is inside the reader section '{}', not a section holding one",
