@@ -585,30 +585,92 @@ fn workers_and_rank_given_alone_keep_the_other_key_of_the_configuration() {
     );
     assert_eq!(lines, rank("1", "3"));
     assert_ne!(lines, rank1);
-    // `--workers 1` alone leaves partitionIndex 1 out of range: exit 2, naming both sources.
+    // `--workers 1` alone leaves partitionIndex 1 out of range: exit 2, at the
+    // configuration's key (line 2, column 49), naming both sources.
     let r = run_expect(
         &[&["read", "rank1of2.cntk"][..], &base, &["--workers", "1"]].concat(),
         Some(d),
         2,
     );
     assert_eq!(r.stdout, "");
-    assert!(
-        r.stderr.contains("rank 1 (partitionIndex of rank1of2.cntk")
-            && r.stderr.contains("1 (--workers)"),
-        "{}",
-        r.stderr
+    assert_eq!(
+        r.stderr,
+        "rank1of2.cntk:2:49: error: rank 1 (parameter 'partitionIndex') must be below the \
+         number of workers, 1 (--workers)\n"
     );
-    // `--rank 2` alone against the configuration's 2 workers.
+    // `--rank 2` alone against the configuration's 2 workers (line 2, column 25).
     let r = run_expect(
         &[&["read", "rank1of2.cntk"][..], &base, &["--rank", "2"]].concat(),
         Some(d),
         2,
     );
+    assert_eq!(
+        r.stderr,
+        "rank1of2.cntk:2:25: error: rank 2 (--rank) must be below the number of workers, 2 \
+         (parameter 'numDataPartitions')\n"
+    );
+    // Both from the command line: no position.
+    let r = run_expect(
+        &[
+            &["read", "rank1of2.cntk"][..],
+            &base,
+            &["--workers", "2", "--rank", "2"],
+        ]
+        .concat(),
+        Some(d),
+        2,
+    );
+    assert_eq!(
+        r.stderr,
+        "error: rank 2 (--rank) must be below the number of workers, 2 (--workers)\n"
+    );
+}
+
+/// `--workers` and `--rank` stand in for macros in `numDataPartitions` and
+/// `partitionIndex`, whose errors suggest them.
+#[test]
+fn workers_and_rank_stand_in_for_macros_of_the_partition_keys() {
+    let (dir, _) = setup(60);
+    let d = dir.path();
+    write(
+        d,
+        "macros.cntk",
+        config_text(1, "; numDataPartitions = $K$ ; partitionIndex = $R$"),
+    );
+    write(
+        d,
+        "rank1of2.cntk",
+        config_text(1, "; numDataPartitions = 2 ; partitionIndex = 1"),
+    );
+    let base = ["--mb-size", "24", "--max-sweeps", "2"];
+    let r = run_expect(
+        &[&["read", "macros.cntk"][..], &base, &["--rank", "1"]].concat(),
+        Some(d),
+        2,
+    );
     assert!(
-        r.stderr.contains("rank 2 (--rank)")
-            && r.stderr.contains("2 (numDataPartitions of rank1of2.cntk"),
+        r.stderr
+            .starts_with("macros.cntk:2:45: error: parameter 'numDataPartitions'")
+            && r.stderr.contains("(or pass --workers to ctf read)"),
         "{}",
         r.stderr
+    );
+    let r = run_expect(
+        &[&["read", "macros.cntk"][..], &base, &["--workers", "2"]].concat(),
+        Some(d),
+        2,
+    );
+    assert!(
+        r.stderr
+            .starts_with("macros.cntk:2:68: error: parameter 'partitionIndex'")
+            && r.stderr.contains("(or pass --rank to ctf read)"),
+        "{}",
+        r.stderr
+    );
+    let args = [&base[..], &["--workers", "2", "--rank", "1"]].concat();
+    assert_eq!(
+        read_with(d, "macros.cntk", &args),
+        read_with(d, "rank1of2.cntk", &base)
     );
 }
 

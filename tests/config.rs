@@ -1952,3 +1952,79 @@ fn overrides_replace_max_errors_trace_level_and_skip_sequence_ids_unread() {
         &["parameter 'maxErrors' of deserializer 2 is 7"],
     );
 }
+
+/// `ctf read`'s `--workers` and `--rank` replace `numDataPartitions` and `partitionIndex`
+/// as the other overrides replace theirs: a replaced key is not read, so its macro is no
+/// error, nor its disagreement across deserializers. A rank out of range is reported at the
+/// key the configuration wrote (else at its reader record), naming where each value came
+/// from.
+#[test]
+fn partition_overrides_replace_their_keys_unread_and_errors_name_each_source() {
+    let config_with = |text: &str, workers: Option<u32>, rank: Option<u32>| {
+        let overrides = ctf_reader::config::ConfigOverrides {
+            num_data_partitions: workers,
+            partition_index: rank,
+            ..Default::default()
+        };
+        ConfigDocument::parse(text, SOURCE)
+            .unwrap()
+            .reader_config_with(None, &overrides)
+    };
+    // Macros in both keys, and a second deserializer that disagrees with the first.
+    let text = two_deserializers(
+        "numDataPartitions = $K$; partitionIndex = \"$R$\"",
+        "",
+        "numDataPartitions = 9; partitionIndex = 8",
+    );
+    let e = config_with(&text, None, Some(1)).unwrap_err();
+    assert_eq!((e.line(), e.col()), (2, 25), "{e}");
+    assert!(e.message().contains("pass --workers to ctf read"), "{e}");
+    let e = config_with(&text, Some(2), None).unwrap_err();
+    assert_eq!((e.line(), e.col()), (2, 47), "{e}");
+    assert!(e.message().contains("pass --rank to ctf read"), "{e}");
+    let (c, _) = config_with(&text, Some(3), Some(2)).unwrap();
+    assert_eq!((c.num_data_partitions, c.partition_index), (3, 2));
+
+    // One value from the configuration, the other from an option: the error is at the
+    // configuration's key (line 2 of `legacy`'s parameters is line 4).
+    let text = legacy("    numDataPartitions = 2; partitionIndex = 1", ONE_INPUT);
+    assert_eq!(
+        config_with(&text, Some(2), None).unwrap().0.partition_index,
+        1
+    );
+    assert_eq!(
+        config_with(&text, None, Some(0)).unwrap().0.partition_index,
+        0
+    );
+    let e = config_with(&text, Some(1), None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "test.cntk:4:28: error: rank 1 (parameter 'partitionIndex') must be below the number \
+         of workers, 1 (--workers)"
+    );
+    let e = config_with(&text, None, Some(2)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "test.cntk:4:5: error: rank 2 (--rank) must be below the number of workers, 2 \
+         (parameter 'numDataPartitions')"
+    );
+    // A key the configuration does not set keeps its default, and the error points at the
+    // reader record, where it would go.
+    let e = config_with(&legacy("", ONE_INPUT), None, Some(1)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "test.cntk:1:10: error: rank 1 (--rank) must be below the number of workers, 1 (the \
+         default; 'numDataPartitions' is not set)"
+    );
+    // Both from options: no position in the configuration.
+    let e = config_with(&text, Some(2), Some(2)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "test.cntk: error: rank 2 (--rank) must be below the number of workers, 2 (--workers)"
+    );
+    let e = config_with(&text, Some(0), Some(0)).unwrap_err();
+    assert!(
+        e.message().starts_with("--workers must be at least 1"),
+        "{e}"
+    );
+}

@@ -16,8 +16,8 @@ use super::{InputConfig, Precision, ReaderConfig};
 use select::SelectError;
 
 /// Values given beside a configuration (the `ctf` tool's `--file`, `--input`,
-/// `--precision`, `--max-errors`, `--trace-level` and `--skip-sequence-ids`) that replace its
-/// own: a replaced parameter is not read at all, so a value the reader could not use there
+/// `--precision`, `--max-errors`, `--trace-level`, `--skip-sequence-ids`, and `ctf read`'s
+/// `--workers` and `--rank`) that replace its own: a replaced parameter is not read at all, so a value the reader could not use there
 /// (a `$macro$`, a wrong type) or a missing one is no error.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ConfigOverrides {
@@ -35,6 +35,11 @@ pub struct ConfigOverrides {
     pub trace_level: Option<u32>,
     /// `skipSequenceIds = true` for every deserializer (false: each deserializer's own).
     pub skip_sequence_ids: bool,
+    /// `numDataPartitions`, the number of workers (none: the configuration's).
+    pub num_data_partitions: Option<u32>,
+    /// `partitionIndex`, this worker's rank (none: the configuration's). A rank not below
+    /// the number of workers is an error naming where each of the two came from.
+    pub partition_index: Option<u32>,
 }
 
 /// A parsed BrainScript configuration document, from which reader sections are read.

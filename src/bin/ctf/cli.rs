@@ -281,6 +281,15 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
     }
 }
 
+/// `ctf read`'s `--workers` and `--rank` (none: the configuration's values).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Partition {
+    /// Number of workers (`numDataPartitions`).
+    pub workers: Option<u32>,
+    /// This worker's 0-based rank (`partitionIndex`).
+    pub rank: Option<u32>,
+}
+
 impl DataArgs {
     /// The reader configuration: the config file's reader section with the command line's
     /// overrides applied, or one built from `--file` and `--input` alone.
@@ -291,6 +300,32 @@ impl DataArgs {
     /// [`Self::reader_config`], and how many warnings the configuration drew (printed on
     /// stderr unless the trace level is 0; `validate` counts them in its summary).
     pub fn reader_config_and_warnings(&self) -> Result<(ReaderConfig, u64), Failure> {
+        self.partitioned_reader_config(Partition::default())
+    }
+
+    /// [`Self::reader_config_and_warnings`] with `ctf read`'s `--workers` and `--rank`,
+    /// each replacing only its own key (`numDataPartitions`, `partitionIndex`): the other
+    /// keeps the configuration's value, or without one the default (1 worker, rank 0).
+    pub fn partitioned_reader_config(
+        &self,
+        partition: Partition,
+    ) -> Result<(ReaderConfig, u64), Failure> {
+        // A rank and a number of workers that both come from the command line are checked
+        // here; one from the configuration is checked with it, at its position.
+        if self.config.is_none() || (partition.workers.is_some() && partition.rank.is_some()) {
+            let rank = partition.rank.unwrap_or(0);
+            let workers = partition.workers.unwrap_or(1);
+            if rank >= workers {
+                let workers_from = match partition.workers {
+                    Some(_) => "--workers",
+                    None => "the default",
+                };
+                return Err(Failure::Usage(format!(
+                    "error: rank {rank} (--rank) must be below the number of workers, \
+                     {workers} ({workers_from})"
+                )));
+            }
+        }
         let mut config_warnings = 0;
         let builder = match &self.config {
             Some(path) => {
@@ -304,6 +339,8 @@ impl DataArgs {
                     max_errors: self.max_errors,
                     trace_level: self.trace_level,
                     skip_sequence_ids: self.skip_sequence_ids,
+                    num_data_partitions: partition.workers,
+                    partition_index: partition.rank,
                 };
                 let (config, warnings) =
                     ReaderConfig::from_file_with(path, self.section.as_deref(), &overrides)
@@ -347,7 +384,7 @@ impl DataArgs {
                 if let Some(t) = self.trace_level {
                     builder = builder.trace_level(t);
                 }
-                builder
+                builder.partition(partition.rank.unwrap_or(0), partition.workers.unwrap_or(1))
             }
         };
         let config = builder.build().map_err(|e| Failure::Usage(e.to_string()))?;

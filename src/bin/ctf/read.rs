@@ -19,15 +19,18 @@ use ctf_reader::timeline::checkpoint::Checkpoint;
 use ctf_reader::timeline::schedule::MbSchedule;
 use ctf_reader::{Element, Precision, ReaderConfig};
 
-use crate::cli::ReadArgs;
+use crate::cli::{Partition, ReadArgs};
 use crate::json::push_json_string;
 use crate::progress::Progress;
 use crate::Failure;
 
 /// Runs `ctf read`.
 pub fn run(args: &ReadArgs) -> Result<(), Failure> {
-    let mut config = args.data.reader_config()?;
-    apply_partition(&mut config, args)?;
+    let partition = Partition {
+        workers: args.workers,
+        rank: args.rank,
+    };
+    let (config, _) = args.data.partitioned_reader_config(partition)?;
     let schedule: MbSchedule = args
         .mb_size
         .parse()
@@ -55,41 +58,6 @@ pub fn run(args: &ReadArgs) -> Result<(), Failure> {
         Precision::Float => read::<f32>(&config, limits, schedule, restore, args),
         Precision::Double => read::<f64>(&config, limits, schedule, restore, args),
     }
-}
-
-/// Applies `--workers` and `--rank`: each overrides only its own key (`numDataPartitions`,
-/// `partitionIndex`), the other keeps the configuration's value (1 worker, rank 0 without
-/// one). A rank not below the number of workers is a usage error naming where each value
-/// came from.
-fn apply_partition(config: &mut ReaderConfig, args: &ReadArgs) -> Result<(), Failure> {
-    if args.workers.is_none() && args.rank.is_none() {
-        // The configuration's own values, already checked when it was built.
-        return Ok(());
-    }
-    let from_config = |key: &str, default: u32| match &args.data.config {
-        Some(path) => format!("{key} of {}, default {default}", path.display()),
-        None => format!("{key}, default {default}"),
-    };
-    let (workers, workers_from) = match args.workers {
-        Some(workers) => (workers, "--workers".to_string()),
-        None => (
-            config.num_data_partitions,
-            from_config("numDataPartitions", 1),
-        ),
-    };
-    let (rank, rank_from) = match args.rank {
-        Some(rank) => (rank, "--rank".to_string()),
-        None => (config.partition_index, from_config("partitionIndex", 0)),
-    };
-    if rank >= workers {
-        return Err(Failure::Usage(format!(
-            "error: rank {rank} ({rank_from}) must be below the number of workers, \
-             {workers} ({workers_from})"
-        )));
-    }
-    config.num_data_partitions = workers;
-    config.partition_index = rank;
-    Ok(())
 }
 
 fn read<T: Element>(

@@ -25,6 +25,9 @@ pub(crate) struct Origin {
     /// found (the reader record, a deserializer or an enclosing record), by its name as CNTK
     /// spells it (`numDataPartitions`).
     pub keys: Vec<(&'static str, Pos)>,
+    /// The reader-level parameters given by options beside the configuration instead (see
+    /// [`ConfigOverrides`](crate::config::ConfigOverrides)), each with its option's name.
+    pub options: Vec<(&'static str, &'static str)>,
     /// One entry per input, in order (of every deserializer).
     pub inputs: Vec<InputOrigin>,
     /// Where each joined deserializer (composite readers) was written, in order.
@@ -71,6 +74,25 @@ impl Origin {
     /// holding the parameters.
     fn key_or_params(&self, name: &str) -> Option<Pos> {
         self.key(name).or(self.params)
+    }
+
+    /// The option that gave the reader-level parameter `name`, if one did.
+    fn option(&self, name: &str) -> Option<&'static str> {
+        self.options
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|&(_, option)| option)
+    }
+
+    /// The value `value` of the reader-level parameter `name` with where it came from, for
+    /// a message that mixes values of the configuration and of options: the option, else
+    /// the parameter (the message's position), else its default.
+    fn source_of(&self, name: &str, value: impl std::fmt::Display) -> String {
+        match (self.option(name), self.key(name)) {
+            (Some(option), _) => format!("{value} ({option})"),
+            (None, Some(_)) => format!("{value} (parameter '{name}')"),
+            (None, None) => format!("{value} (the default; '{name}' is not set)"),
+        }
     }
 
     /// Where the key of the reader-level parameter `name` was written, if it was.
@@ -210,21 +232,7 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
             ),
         ));
     }
-    if config.num_data_partitions == 0 {
-        return Err(origin.error(
-            origin.key_or_params("numDataPartitions"),
-            "parameter 'numDataPartitions' must be at least 1".to_string(),
-        ));
-    }
-    if config.partition_index >= config.num_data_partitions {
-        return Err(origin.error(
-            origin.key_or_params("partitionIndex"),
-            format!(
-                "parameter 'partitionIndex' ({}) must be below 'numDataPartitions' ({})",
-                config.partition_index, config.num_data_partitions
-            ),
-        ));
-    }
+    check_partition(&config, origin)?;
     if config.sample_based_randomization_window == Some(true) {
         match config.randomization_window {
             None => {
@@ -245,6 +253,45 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
         }
     }
     Ok(config)
+}
+
+/// Checks `numDataPartitions` and `partitionIndex`. When options gave either (`ctf read
+/// --workers/--rank`), the message says where each value came from, and points at the one
+/// the configuration gave, if any.
+fn check_partition(config: &ReaderConfig, origin: &Origin) -> Result<(), ConfigError> {
+    let (workers, rank) = (config.num_data_partitions, config.partition_index);
+    let (workers_key, rank_key) = ("numDataPartitions", "partitionIndex");
+    if workers == 0 {
+        let message = match origin.option(workers_key) {
+            Some(option) => format!("{option} must be at least 1"),
+            None => format!("parameter '{workers_key}' must be at least 1"),
+        };
+        return Err(origin.error(origin.key_or_params(workers_key), message));
+    }
+    if rank < workers {
+        return Ok(());
+    }
+    let pos = match (origin.option(rank_key), origin.option(workers_key)) {
+        (None, None) => {
+            return Err(origin.error(
+                origin.key_or_params(rank_key),
+                format!(
+                    "parameter '{rank_key}' ({rank}) must be below '{workers_key}' ({workers})"
+                ),
+            ))
+        }
+        (None, Some(_)) => origin.key_or_params(rank_key),
+        (Some(_), None) => origin.key_or_params(workers_key),
+        (Some(_), Some(_)) => None,
+    };
+    Err(origin.error(
+        pos,
+        format!(
+            "rank {} must be below the number of workers, {}",
+            origin.source_of(rank_key, rank),
+            origin.source_of(workers_key, workers)
+        ),
+    ))
 }
 
 /// The deserializer (0 for the primary) that input `input` belongs to.

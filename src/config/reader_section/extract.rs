@@ -396,6 +396,8 @@ impl<'a> Extractor<'_, 'a> {
             "precision" => Some("--precision"),
             "maxErrors" => Some("--max-errors"),
             "traceLevel" => Some("--trace-level"),
+            "numDataPartitions" => Some("--workers to ctf read"),
+            "partitionIndex" => Some("--rank to ctf read"),
             // The flag sets it only.
             "skipSequenceIds" => Some("--skip-sequence-ids if the macro stands for true"),
             _ => None,
@@ -797,10 +799,16 @@ impl<'a> Extractor<'_, 'a> {
                     ));
                 };
         }
-        if let Some(p) = self.wide_param(params, origin, "numDataPartitions")? {
+        if let Some(workers) = self.overrides.num_data_partitions {
+            config.num_data_partitions = workers;
+            origin.options.push(("numDataPartitions", "--workers"));
+        } else if let Some(p) = self.wide_param(params, origin, "numDataPartitions")? {
             config.num_data_partitions = p.u32(src)?;
         }
-        if let Some(p) = self.wide_param(params, origin, "partitionIndex")? {
+        if let Some(rank) = self.overrides.partition_index {
+            config.partition_index = rank;
+            origin.options.push(("partitionIndex", "--rank"));
+        } else if let Some(p) = self.wide_param(params, origin, "partitionIndex")? {
             config.partition_index = p.u32(src)?;
         }
         Ok(())
@@ -867,6 +875,8 @@ impl<'a> Extractor<'_, 'a> {
             "precision" => overrides.precision.is_some(),
             "maxErrors" => overrides.max_errors.is_some(),
             "traceLevel" => overrides.trace_level.is_some(),
+            "numDataPartitions" => overrides.num_data_partitions.is_some(),
+            "partitionIndex" => overrides.partition_index.is_some(),
             _ => false,
         }
     }
