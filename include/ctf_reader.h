@@ -111,7 +111,7 @@ typedef enum ctf_status {
    */
   CTF_STATUS_DATA_ERROR = 5,
   /**
-   * A file could not be found, opened or read.
+   * A file (data or configuration) could not be found, opened or read.
    */
   CTF_STATUS_IO_ERROR = 6,
   /**
@@ -123,7 +123,8 @@ typedef enum ctf_status {
    */
   CTF_STATUS_BUFFER_TOO_SMALL = 8,
   /**
-   * A reader that failed earlier was used again; it keeps failing with this status.
+   * A reader that failed earlier was used again; it keeps failing with this status
+   * until a checkpoint is restored.
    */
   CTF_STATUS_READER_FAILED = 9,
   /**
@@ -208,9 +209,9 @@ typedef struct ctf_minibatch ctf_minibatch;
 typedef struct ctf_reader ctf_reader;
 
 /**
- * A diagnostics callback: receives each warning or skipped-sequence error as one line
- * `FILE:LINE:COL: warning: MESSAGE` (NUL-terminated, valid during the call) and the
- * `user_data` given with it. It is called from the reader's worker threads, one call at a
+ * A diagnostics callback: receives each warning as one line `FILE:LINE:COL: warning:
+ * MESSAGE`, and each invalid sequence skipped within `maxErrors` as `FILE:LINE:COL: error:
+ * MESSAGE` (NUL-terminated, valid during the call), with the `user_data` given with it. It is called from the reader's worker threads, one call at a
  * time, and must not call back into the reader.
  */
 typedef void (*ctf_diagnostic_callback)(void *user_data, const char *line);
@@ -325,7 +326,8 @@ typedef struct ctf_minibatch_info {
    */
   bool sweep_end;
   /**
-   * Whether an epoch ended with this minibatch.
+   * Whether an epoch ended with this minibatch (only with an epoch size set:
+   * `ctf_config_set_epoch_size`).
    */
   bool epoch_end;
   /**
@@ -528,7 +530,8 @@ typedef struct ctf_progress {
    */
   uint64_t epoch;
   /**
-   * The epoch size in samples (the sweep size unless one was set).
+   * The epoch size in samples (the sweep size unless one was set; without one, no
+   * minibatch stops at its end).
    */
   uint64_t epoch_size;
   /**
@@ -895,8 +898,10 @@ enum ctf_status ctf_config_set_max_samples(struct ctf_config *config, uint64_t m
 enum ctf_status ctf_config_set_max_sweeps(struct ctf_config *config, uint64_t max_sweeps);
 
 /**
- * Sets the epoch size in samples (0, the default: one sweep). Minibatches end at epoch
- * boundaries (`epoch_end`), and a schedule changes size per epoch.
+ * Sets the epoch size in samples: minibatches then end at epoch boundaries (`epoch_end`),
+ * and a schedule changes size per epoch. 0, the default, sets no epoch size: minibatches
+ * run across sweep ends (`sweep_end` marks them, as in CNTK V2), `epoch_end` is never set,
+ * and the schedule and `ctf_reader_progress` count sweeps as epochs.
  *
  * Thread safety: one thread at a time per configuration.
  *
@@ -1114,8 +1119,9 @@ enum ctf_status ctf_reader_find_stream(const struct ctf_reader *reader,
  * `ctf_minibatch_free`; it may be empty for a worker whose share of this step is empty), or
  * `CTF_STATUS_END_OF_DATA` when the limits are reached (`*out` untouched; every later call
  * says the same). A data error beyond `maxErrors` is `CTF_STATUS_DATA_ERROR` with the
- * `FILE:LINE:COL` message in `ctf_reader_message`; the reader then stays failed
- * (`CTF_STATUS_READER_FAILED`).
+ * `FILE:LINE:COL` message in `ctf_reader_message`, and the minibatch that holds (or would
+ * hold) the invalid sequence is not delivered; the reader then stays failed
+ * (`CTF_STATUS_READER_FAILED`) until `ctf_reader_restore`.
  *
  * Thread safety: one thread at a time per reader.
  *
@@ -1148,7 +1154,11 @@ enum ctf_status ctf_reader_checkpoint(const struct ctf_reader *reader,
  * order-shaping configuration (files, inputs, chunk size, randomization): the next
  * minibatch is the one that followed the checkpoint, and limits still count from position
  * 0. A malformed or foreign checkpoint is `CTF_STATUS_CHECKPOINT_ERROR` and changes nothing.
- * Restoring also revives a reader that reached its end of data.
+ * Restoring also revives a reader that reached its end of data, or that failed: the read
+ * then goes on past the invalid sequences already charged against `maxErrors` (each counts
+ * once for the life of the reader), so restoring the checkpoint of the last minibatch
+ * delivered before a `CTF_STATUS_DATA_ERROR` delivers that failed minibatch's valid
+ * sequences, up to the next invalid sequence not yet charged.
  *
  * Thread safety: one thread at a time per reader.
  *

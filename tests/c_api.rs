@@ -504,6 +504,25 @@ fn headers_compile_twice_in_one_cpp_translation_unit() {
     );
 }
 
+/// `ctf_reader.h` compiles without a warning, included twice, under the oldest standards
+/// README "C API" promises: C99 and C++11 (C89 has no `//` comments nor trailing commas in
+/// enums, both of which cbindgen writes).
+#[test]
+fn c_header_compiles_pedantically_as_c99_and_cpp11() {
+    if !have("cc") || !have("c++") {
+        println!("note: cc/c++ not found: header standards test skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = "#include \"ctf_reader.h\"\n#include \"ctf_reader.h\"\n\
+                  int main(void) { return ctf_version()[0] == 0; }\n";
+    for (compiler, std, name) in [("cc", "-std=c99", "t.c"), ("c++", "-std=c++11", "t.cpp")] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, source).unwrap();
+        compile(compiler, std, &path, &dir.path().join("t"));
+    }
+}
+
 #[test]
 fn mpi_ranks_cover_the_corpus_once_per_sweep() {
     if !have("mpicc") || !have("mpirun") {

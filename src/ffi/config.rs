@@ -7,7 +7,6 @@
 //! configuration can make several readers (one per rank, say) and be freed right after.
 
 use std::ffi::{c_char, c_int, c_void, CString};
-use std::path::Path;
 
 use super::plumbing::{
     enum_arg, guard, opt_str_arg, out_arg, str_arg, BoxedHandle, CEnum, CallResult, Failure,
@@ -84,9 +83,9 @@ impl From<Precision> for ctf_element_type {
     }
 }
 
-/// A diagnostics callback: receives each warning or skipped-sequence error as one line
-/// `FILE:LINE:COL: warning: MESSAGE` (NUL-terminated, valid during the call) and the
-/// `user_data` given with it. It is called from the reader's worker threads, one call at a
+/// A diagnostics callback: receives each warning as one line `FILE:LINE:COL: warning:
+/// MESSAGE`, and each invalid sequence skipped within `maxErrors` as `FILE:LINE:COL: error:
+/// MESSAGE` (NUL-terminated, valid during the call), with the `user_data` given with it. It is called from the reader's worker threads, one call at a
 /// time, and must not call back into the reader.
 pub type ctf_diagnostic_callback =
     Option<unsafe extern "C" fn(user_data: *mut c_void, line: *const c_char)>;
@@ -192,6 +191,21 @@ pub(crate) fn config_failure(e: &crate::config::ConfigError) -> Failure {
     Failure::new(ctf_status::ConfigError, text)
 }
 
+/// The reader section of the configuration file `path`: a file that cannot be read is
+/// `CTF_STATUS_IO_ERROR`, as a data file is; the `Err` of the `Ok` is the configuration's.
+pub(crate) fn config_file(
+    path: &str,
+    section: Option<&str>,
+) -> Result<Result<(ReaderConfig, Vec<ConfigWarning>), crate::config::ConfigError>, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::new(
+            ctf_status::IoError,
+            format!("cannot read configuration file '{path}': {e}"),
+        )
+    })?;
+    Ok(ReaderConfig::from_brainscript(&text, path, section))
+}
+
 fn parsed(
     result: Result<(ReaderConfig, Vec<ConfigWarning>), crate::config::ConfigError>,
 ) -> Result<ctf_config, Failure> {
@@ -282,7 +296,7 @@ pub unsafe extern "C" fn ctf_config_from_file(
                 out_arg(out, "out")?,
             )
         };
-        let config = parsed(ReaderConfig::from_file(Path::new(path), section))?;
+        let config = parsed(config_file(path, section)?)?;
         *out = config.into_raw();
         Ok(())
     })
@@ -850,8 +864,10 @@ pub unsafe extern "C" fn ctf_config_set_max_sweeps(
     }
 }
 
-/// Sets the epoch size in samples (0, the default: one sweep). Minibatches end at epoch
-/// boundaries (`epoch_end`), and a schedule changes size per epoch.
+/// Sets the epoch size in samples: minibatches then end at epoch boundaries (`epoch_end`),
+/// and a schedule changes size per epoch. 0, the default, sets no epoch size: minibatches
+/// run across sweep ends (`sweep_end` marks them, as in CNTK V2), `epoch_end` is never set,
+/// and the schedule and `ctf_reader_progress` count sweeps as epochs.
 ///
 /// Thread safety: one thread at a time per configuration.
 ///

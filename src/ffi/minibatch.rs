@@ -41,7 +41,8 @@ pub struct ctf_minibatch_info {
     pub samples: usize,
     /// Whether a sweep over the corpus ended within this minibatch.
     pub sweep_end: bool,
-    /// Whether an epoch ended with this minibatch.
+    /// Whether an epoch ended with this minibatch (only with an epoch size set:
+    /// `ctf_config_set_epoch_size`).
     pub epoch_end: bool,
     /// The global timeline position after this minibatch (samples, all workers).
     pub position: u64,

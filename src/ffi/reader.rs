@@ -82,7 +82,8 @@ pub struct ctf_progress {
     pub position: u64,
     /// The current epoch (0-based): `position / epoch_size`.
     pub epoch: u64,
-    /// The epoch size in samples (the sweep size unless one was set).
+    /// The epoch size in samples (the sweep size unless one was set; without one, no
+    /// minibatch stops at its end).
     pub epoch_size: u64,
     /// Samples in one sweep over the corpus (all workers together).
     pub sweep_samples: u64,
@@ -109,7 +110,8 @@ struct StreamNames {
 
 struct ReaderState {
     engine: Engine,
-    /// Set by the first failure of the source; every later read repeats it.
+    /// Set by the first failure of the source; every later read repeats it until a
+    /// restore.
     failed: Option<String>,
     ended: bool,
 }
@@ -391,10 +393,7 @@ pub unsafe extern "C" fn ctf_reader_from_file(
                 out_arg(out, "out")?,
             )
         };
-        reader_of(
-            ReaderConfig::from_file(std::path::Path::new(path), section),
-            out,
-        )
+        reader_of(super::config::config_file(path, section)?, out)
     })
 }
 
@@ -517,8 +516,9 @@ pub unsafe extern "C" fn ctf_reader_find_stream(
 /// `ctf_minibatch_free`; it may be empty for a worker whose share of this step is empty), or
 /// `CTF_STATUS_END_OF_DATA` when the limits are reached (`*out` untouched; every later call
 /// says the same). A data error beyond `maxErrors` is `CTF_STATUS_DATA_ERROR` with the
-/// `FILE:LINE:COL` message in `ctf_reader_message`; the reader then stays failed
-/// (`CTF_STATUS_READER_FAILED`).
+/// `FILE:LINE:COL` message in `ctf_reader_message`, and the minibatch that holds (or would
+/// hold) the invalid sequence is not delivered; the reader then stays failed
+/// (`CTF_STATUS_READER_FAILED`) until `ctf_reader_restore`.
 ///
 /// Thread safety: one thread at a time per reader.
 ///
@@ -630,7 +630,11 @@ pub unsafe extern "C" fn ctf_reader_checkpoint(
 /// order-shaping configuration (files, inputs, chunk size, randomization): the next
 /// minibatch is the one that followed the checkpoint, and limits still count from position
 /// 0. A malformed or foreign checkpoint is `CTF_STATUS_CHECKPOINT_ERROR` and changes nothing.
-/// Restoring also revives a reader that reached its end of data.
+/// Restoring also revives a reader that reached its end of data, or that failed: the read
+/// then goes on past the invalid sequences already charged against `maxErrors` (each counts
+/// once for the life of the reader), so restoring the checkpoint of the last minibatch
+/// delivered before a `CTF_STATUS_DATA_ERROR` delivers that failed minibatch's valid
+/// sequences, up to the next invalid sequence not yet charged.
 ///
 /// Thread safety: one thread at a time per reader.
 ///
@@ -649,17 +653,12 @@ pub unsafe extern "C" fn ctf_reader_restore(
                 return Err(Failure::null("bytes"));
             }
             let bytes = bytes_arg(bytes, len, "bytes")?;
-            if let Some(message) = &state.failed {
-                return Err(Failure::new(
-                    ctf_status::ReaderFailed,
-                    format!("the reader failed earlier: {message}"),
-                ));
-            }
             let checkpoint = Checkpoint::from_bytes(bytes)
                 .map_err(|e| Failure::new(ctf_status::CheckpointError, e.to_string()))?;
             with_engine!(&mut state.engine, source => source.restore(&checkpoint))
                 .map_err(source_failure)?;
             state.ended = false;
+            state.failed = None;
             Ok(())
         })
     }

@@ -40,13 +40,14 @@ pub enum ctf_status {
     /// The data is invalid beyond `maxErrors`, or a file is unusable as data; the message
     /// names the file, line and column.
     DataError = 5,
-    /// A file could not be found, opened or read.
+    /// A file (data or configuration) could not be found, opened or read.
     IoError = 6,
     /// A checkpoint is malformed or was taken on another corpus or configuration.
     CheckpointError = 7,
     /// An output buffer is too small (see the function for the size it needs).
     BufferTooSmall = 8,
-    /// A reader that failed earlier was used again; it keeps failing with this status.
+    /// A reader that failed earlier was used again; it keeps failing with this status
+    /// until a checkpoint is restored.
     ReaderFailed = 9,
     /// A bug in ctf-reader (a Rust panic, caught at the boundary).
     Panic = 10,

@@ -198,7 +198,9 @@ static void test_bad_configurations(void) {
            CTF_STATUS_CONFIG_ERROR);
     CHECK(contains(ctf_last_error_message(), "<text>:1:"));
     CHECK(reader == (ctf_reader *)0x1);
-    EXPECT(ctf_config_from_file("/nonexistent/ctf_reader_test.cntk", NULL, &config), CTF_STATUS_CONFIG_ERROR);
+    EXPECT(ctf_config_from_file("/nonexistent/ctf_reader_test.cntk", NULL, &config), CTF_STATUS_IO_ERROR);
+    CHECK(contains(ctf_last_error_message(), "cannot read configuration file '/nonexistent/ctf_reader_test.cntk'"));
+    EXPECT(ctf_reader_from_file("/nonexistent/ctf_reader_test.cntk", NULL, &reader), CTF_STATUS_IO_ERROR);
     CHECK(contains(ctf_last_error_message(), "/nonexistent/ctf_reader_test.cntk"));
     EXPECT(ctf_config_from_file(pos_cntk, "no.such.section", &config), CTF_STATUS_CONFIG_ERROR);
     EXPECT(ctf_reader_from_file(pos_cntk, "no.such.section", &reader), CTF_STATUS_CONFIG_ERROR);
@@ -555,7 +557,8 @@ static void test_malformed_data(void) {
     ctf_minibatch *mb = NULL, *sentinel = (ctf_minibatch *)0x1;
     ctf_minibatch_info mi;
     uint64_t keys[8];
-    size_t nkeys = 0;
+    size_t nkeys = 0, written = 0;
+    uint8_t checkpoint[CTF_CHECKPOINT_SIZE];
     int calls = 0;
     FILE *f = fopen(bad_ctf, "w");
     CHECK(f != NULL);
@@ -576,13 +579,31 @@ static void test_malformed_data(void) {
     CHECK(mi.sequences == 1 && mi.keys[0] == 1);
     ctf_minibatch_free(mb);
     mb = NULL;
+    OK(ctf_reader_checkpoint(reader, checkpoint, sizeof checkpoint, &written));
     EXPECT(ctf_reader_next(reader, 1, &sentinel), CTF_STATUS_DATA_ERROR);
     CHECK(contains(ctf_reader_message(reader), "bad.ctf:2:8"));
     CHECK(contains(ctf_reader_message(reader), "oops"));
     EXPECT(ctf_reader_next(reader, 1, &sentinel), CTF_STATUS_READER_FAILED);
     CHECK(contains(ctf_reader_message(reader), "bad.ctf:2:8"));
     CHECK(sentinel == (ctf_minibatch *)0x1);
+    /* A malformed checkpoint changes nothing: still failed. */
+    EXPECT(ctf_reader_restore(reader, checkpoint, written - 1), CTF_STATUS_CHECKPOINT_ERROR);
+    EXPECT(ctf_reader_next(reader, 1, &sentinel), CTF_STATUS_READER_FAILED);
+    /* A restore revives it; the read goes on past sequence 2, charged once already (its
+       step of the timeline is an empty minibatch). */
+    OK(ctf_reader_restore(reader, checkpoint, written));
+    while (ctf_reader_next(reader, 1, &mb) == CTF_STATUS_OK) {
+        OK(ctf_minibatch_get_info(mb, &mi));
+        if (mi.sequences == 1 && nkeys < 8) keys[nkeys++] = mi.keys[0];
+        CHECK(mi.sequences <= 1);
+        ctf_minibatch_free(mb);
+    }
+    mb = NULL;
+    CHECK(nkeys == 1 && keys[0] == 3);
+    EXPECT(ctf_reader_next(reader, 1, &sentinel), CTF_STATUS_END_OF_DATA);
+    CHECK(sentinel == (ctf_minibatch *)0x1);
     ctf_reader_free(reader);
+    nkeys = 0;
 
     /* maxErrors = 1: the invalid sequence is skipped and reported through the callback. */
     OK(ctf_config_set_max_errors(config, 1));
@@ -597,7 +618,7 @@ static void test_malformed_data(void) {
     }
     ctf_reader_free(reader); /* joins the threads that called back */
     CHECK(nkeys == 2 && keys[0] == 1 && keys[1] == 3);
-    CHECK(calls >= 1 && contains(diagnostics, "bad.ctf:2:8"));
+    CHECK(calls >= 1 && contains(diagnostics, "bad.ctf:2:8: error: input 'x': malformed number"));
     ctf_config_free(config);
 }
 

@@ -45,7 +45,7 @@ int main() {
         ctf::Config config;
         ctf::Reader reader(config);
     });
-    expect_error("missing configuration file", CTF_STATUS_CONFIG_ERROR, "no/such/file.cntk",
+    expect_error("missing configuration file", CTF_STATUS_IO_ERROR, "no/such/file.cntk",
                  [] { ctf::Config::from_file("no/such/file.cntk"); });
     expect_error("BrainScript syntax error", CTF_STATUS_CONFIG_ERROR, "<text>:1:",
                  [] { ctf::Config::from_brainscript("reader = [ file = ", "reader"); });
