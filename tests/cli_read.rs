@@ -210,6 +210,35 @@ fn jsonl_lines_have_the_contract_shape_and_checksums_match_the_data() {
     }
 }
 
+/// The checksum of an input with no stored value (an empty sparse sample) is the empty
+/// sum, 0; it was printed as `-0`, the start of Rust's float `Sum`.
+#[test]
+fn the_checksum_of_no_stored_value_is_zero() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "z.ctf", "|d 1 |s\n");
+    let r = run_expect(
+        &[
+            "read",
+            "--file",
+            "z.ctf",
+            "--input",
+            "d:1:dense",
+            "--input",
+            "s:3:sparse",
+            "--mb-size",
+            "1",
+            "--jsonl",
+        ],
+        Some(dir.path()),
+        0,
+    );
+    assert!(
+        r.stdout.contains("\"checksum\":{\"d\":1,\"s\":0}"),
+        "{}",
+        r.stdout
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Sweeps
 // ---------------------------------------------------------------------------------------------

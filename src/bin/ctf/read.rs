@@ -205,7 +205,9 @@ fn push_minibatch<T: Element>(
         }
         push_json_string(out, &input.name);
         // Dense values, or a sparse input's stored values: the sum is the same either way.
-        let sum: f64 = stream.values.iter().map(|v| v.to_f64()).sum();
+        // It starts from +0 (as a C loop or Python's `sum` would), not from the -0 of
+        // `Sum for f64`, so an input with no stored value sums to 0, not -0.
+        let sum = stream.values.iter().fold(0.0, |sum, v| sum + v.to_f64());
         out.push(':');
         push_number(out, sum);
     }
