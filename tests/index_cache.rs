@@ -396,6 +396,58 @@ fn a_cache_of_a_file_with_other_content_of_the_same_size_and_time_is_ignored() {
     }
 }
 
+/// A rewrite that keeps the size, the modification time and both ends (here the middle of
+/// a file over 128 KiB) passes the cache's checks. The read that finds the sequences
+/// changed fails, and removes the cache, so that the next build scans the file again
+/// instead of failing every later read the same way.
+#[test]
+fn a_stale_cache_that_passes_the_checks_is_removed_by_the_read_that_finds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = id_text(20_000);
+    assert!(text.len() > 3 * 64 * 1024);
+    let data = write_data(dir.path(), "d.ctf", &text);
+    let cfg = config(std::slice::from_ref(&data), &ab_inputs(), 4096, false);
+    let cache = cache_of(&cfg, 0);
+    build_and_wait(&cfg);
+    assert!(cache.is_file());
+    let meta = fs::metadata(&data).unwrap();
+
+    // Change the id on the first line after the middle of the file.
+    let line = text[text.len() / 2..].find('\n').unwrap() + text.len() / 2 + 1;
+    let mut changed = text.clone().into_bytes();
+    changed[line] = if changed[line] == b'1' { b'2' } else { b'1' };
+    fs::write(&data, &changed).unwrap();
+    set_mtime(&data, meta.modified().unwrap());
+    let now = fs::metadata(&data).unwrap();
+    assert_eq!(
+        (now.len(), now.mtime_nsec(), now.ino()),
+        (meta.len(), meta.mtime_nsec(), meta.ino())
+    );
+
+    let stale = cached(&cfg);
+    let mut loader = ChunkLoader::<f64>::new(Arc::clone(&stale), &cfg);
+    let mut chunk = ParsedChunk::new(&cfg.inputs);
+    let failure = (0..stale.chunks.len() as u32)
+        .find_map(|id| loader.load(id, &mut chunk).err())
+        .expect("a read finds the change");
+    let LoadError::Changed { detail, .. } = &failure else {
+        panic!("{failure}")
+    };
+    assert!(
+        detail.contains(&format!(
+            "its index cache {} was removed, so the next read indexes it again",
+            cache.display()
+        )),
+        "{failure}"
+    );
+    assert!(!cache.exists());
+
+    let (index, sources, _) = build_and_wait(&cfg);
+    assert_eq!(sources, [Scanned]);
+    assert_eq!(*index, scanned(&cfg));
+    load_all(&index, &cfg);
+}
+
 #[test]
 fn in_line_mode_a_stale_first_file_shifts_the_keys_of_the_cached_second() {
     let dir = tempfile::tempdir().unwrap();

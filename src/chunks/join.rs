@@ -88,6 +88,15 @@ impl<T: Element> Joiner<T> {
     }
 
     /// Bytes the joined deserializers' loaders have read.
+    /// Removes the index caches of the joined deserializers' files named `name`; returns
+    /// those it removed (see [`ChunkLoader::load_part`]).
+    pub(super) fn forget_index_caches(&self, name: &str) -> Vec<std::path::PathBuf> {
+        self.joined
+            .iter()
+            .flat_map(|j| j.loader.forget_index_caches(name))
+            .collect()
+    }
+
     pub(super) fn bytes_read(&self) -> u64 {
         self.joined
             .iter()

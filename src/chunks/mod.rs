@@ -5,7 +5,9 @@
 //! loader compares the file (through its open handle, and by path) with the stamp the index
 //! recorded, and it checks that the parsed sequences are exactly the ones the index expects:
 //! a file that was truncated, extended, replaced or rewritten gives
-//! [`LoadError::Changed`], never garbage values. No mmap is involved, so a file truncated
+//! [`LoadError::Changed`], never garbage values, and its index cache is removed: a rewrite
+//! that keeps the size, the modification time and both ends passes the cache's checks, and
+//! the cache would fail every later read the same way. No mmap is involved, so a file truncated
 //! under the reader cannot raise SIGBUS. A part whose sequences were parsed while indexing
 //! (the threaded engine's cold start) is taken from that parse instead of read
 //! ([`ChunkLoader::adopt_part`]), after the same check against the index.
@@ -20,10 +22,12 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::{InputConfig, ReaderConfig};
 use crate::diag::Diagnostic;
+use crate::index::cache::{cache_path, IndexFingerprint};
 use crate::index::scan::is_space;
 use crate::index::{CorpusIndex, FileStamp, IndexedFile, KeyMode};
 use crate::parser::stream::byte_order_mark_len;
@@ -153,6 +157,8 @@ pub struct ChunkLoader<T> {
     joiner: Option<Box<join::Joiner<T>>>,
     /// While checks are deferred: the files read since (see `defer_checks`).
     deferred_checks: Option<Vec<u32>>,
+    /// What names the index caches of the files (those of the first deserializer).
+    cache_fingerprint: IndexFingerprint,
 }
 
 /// Checks, through its open handle and by its path, that `file` is still the file `indexed`
@@ -252,6 +258,7 @@ impl<T: Element> ChunkLoader<T> {
             last_part: None,
             joiner,
             deferred_checks: None,
+            cache_fingerprint: IndexFingerprint::of(&config.deserializer_config(0)),
         }
     }
 
@@ -278,8 +285,46 @@ impl<T: Element> ChunkLoader<T> {
     /// Reads and parses the sequences `part` (indices within the chunk, a non-empty range)
     /// of chunk `chunk`, with the bytes between them, into `into`: several threads can so
     /// parse one chunk. Parts read exactly what the whole chunk would give, split at
-    /// sequence boundaries.
+    /// sequence boundaries. A file that changed since it was indexed loses its index cache
+    /// (see the module's documentation), and the error says so.
     pub fn load_part(
+        &mut self,
+        chunk: u32,
+        part: std::ops::Range<u32>,
+        into: &mut ParsedChunk<T>,
+    ) -> Result<(), LoadError> {
+        let mut loaded = self.read_part(chunk, part, into);
+        if let Err(LoadError::Changed { file, detail }) = &mut loaded {
+            for cache in self.forget_index_caches(file) {
+                detail.push_str(&format!(
+                    "; its index cache {} was removed, so the next read indexes it again",
+                    cache.display()
+                ));
+            }
+        }
+        loaded
+    }
+
+    /// Removes the index caches of the files named `name` (this loader's, and the joined
+    /// deserializers' for a composite reader), as [`load_part`](Self::load_part) says;
+    /// returns those it removed.
+    fn forget_index_caches(&self, name: &str) -> Vec<PathBuf> {
+        let mut removed: Vec<PathBuf> = self
+            .index
+            .files
+            .iter()
+            .filter(|f| f.name == name)
+            .map(|f| cache_path(&f.path, &self.cache_fingerprint))
+            .filter(|cache| std::fs::remove_file(cache).is_ok())
+            .collect();
+        if let Some(joiner) = &self.joiner {
+            removed.extend(joiner.forget_index_caches(name));
+        }
+        removed
+    }
+
+    /// [`load_part`](Self::load_part), but for the index caches.
+    fn read_part(
         &mut self,
         chunk: u32,
         part: std::ops::Range<u32>,
