@@ -115,7 +115,8 @@ fn is_pattern(name: &str) -> bool {
 
 /// Expands the configured file names into the files of the corpus, in order. A name that
 /// contains `*`, `?` or `[` and does not name an existing file is a glob pattern: it stands
-/// for the regular files it matches, sorted by path (`*` does not cross `/`). A pattern that
+/// for the regular files it matches, sorted by path (`*` does not cross `/`; `**` as a whole
+/// path component matches any number of directories, none included). A pattern that
 /// matches nothing is an error naming it.
 pub fn expand_file_patterns(names: &[String]) -> Result<Vec<DataFile>, (String, io::Error)> {
     let mut files = Vec::new();
@@ -202,6 +203,28 @@ mod tests {
                 .len(),
             1
         );
+        // `*` stays within a directory; `**` as a whole component spans any number of them.
+        std::fs::create_dir_all(dir.path().join("deep/er")).unwrap();
+        std::fs::write(dir.path().join("deep/er/part-3.ctf"), "|a 1\n").unwrap();
+        let names = |pattern: &str| -> Vec<String> {
+            expand_file_patterns(&[format!("{d}/{pattern}")])
+                .unwrap()
+                .iter()
+                .map(|f| f.name.strip_prefix(d).unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(names("*/*/part-*.ctf"), ["/deep/er/part-3.ctf"]);
+        assert_eq!(
+            names("**/part-*.ctf"),
+            [
+                "/deep/er/part-3.ctf",
+                "/part-1.ctf",
+                "/part-10.ctf",
+                "/part-2.ctf"
+            ]
+        );
+        let shallow = expand_file_patterns(&[format!("{d}/*/part-*.ctf")]).unwrap_err();
+        assert_eq!(shallow.1.kind(), io::ErrorKind::NotFound);
     }
 
     #[test]
