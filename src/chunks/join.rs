@@ -87,7 +87,6 @@ impl<T: Element> Joiner<T> {
         }
     }
 
-    /// Bytes the joined deserializers' loaders have read.
     /// Removes the index caches of the joined deserializers' files named `name`; returns
     /// those it removed (see [`ChunkLoader::load_part`]).
     pub(super) fn forget_index_caches(&self, name: &str) -> Vec<std::path::PathBuf> {
@@ -97,6 +96,7 @@ impl<T: Element> Joiner<T> {
             .collect()
     }
 
+    /// Bytes the joined deserializers' loaders have read.
     pub(super) fn bytes_read(&self) -> u64 {
         self.joined
             .iter()

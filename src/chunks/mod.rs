@@ -7,8 +7,8 @@
 //! a file that was truncated, extended, replaced or rewritten gives
 //! [`LoadError::Changed`], never garbage values, and its index cache is removed: a rewrite
 //! that keeps the size, the modification time and both ends passes the cache's checks, and
-//! the cache would fail every later read the same way. No mmap is involved, so a file truncated
-//! under the reader cannot raise SIGBUS. A part whose sequences were parsed while indexing
+//! the cache would fail every later read the same way. No mmap is involved, so a file
+//! truncated under the reader cannot raise SIGBUS. A part whose sequences were parsed while indexing
 //! (the threaded engine's cold start) is taken from that parse instead of read
 //! ([`ChunkLoader::adopt_part`]), after the same check against the index.
 //!

@@ -17,8 +17,9 @@ use select::SelectError;
 
 /// Values given beside a configuration (the `ctf` tool's `--file`, `--input`,
 /// `--precision`, `--max-errors`, `--trace-level`, `--skip-sequence-ids`, and `ctf read`'s
-/// `--workers` and `--rank`) that replace its own: a replaced parameter is not read at all, so a value the reader could not use there
-/// (a `$macro$`, a wrong type) or a missing one is no error.
+/// `--workers` and `--rank`) that replace its own: a replaced parameter is not read at all,
+/// so a value the reader could not use there (a `$macro$`, a wrong type) or a missing one is
+/// no error.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ConfigOverrides {
     /// The files of the reader, or of the first deserializer of a composite reader (none:
