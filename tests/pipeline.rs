@@ -14,6 +14,7 @@ use ctf_reader::reader::DiagnosticSink;
 use ctf_reader::source::{
     MinibatchSource, PipelineOptions, ReadLimits, ReferenceSource, SourceError,
 };
+use ctf_reader::timeline::schedule::MbSchedule;
 use ctf_reader::{InputConfig, ReaderConfig};
 use engine_support::{engine, sweeps, within};
 
@@ -319,6 +320,25 @@ fn a_failed_source_stays_failed_at_another_size_until_a_restore() {
         );
         assert_eq!(outcome(t.next_minibatch(size)), again, "size {size}");
     }
+    // Nor does a schedule (the threaded engine's used to start a new run past the error),
+    // and a scheduled size of 0 is refused first, as a size of 0 is.
+    for size in [4, 0] {
+        r.set_schedule(MbSchedule::constant(size));
+        t.set_schedule(MbSchedule::constant(size));
+        let again = outcome(r.next_scheduled(16));
+        let expected = if size == 0 {
+            "at least 1 sample"
+        } else {
+            "failed earlier"
+        };
+        assert!(
+            again.as_ref().is_err_and(|e| e.contains(expected)),
+            "schedule {size}: {again:?}"
+        );
+        assert_eq!(outcome(t.next_scheduled(16)), again, "schedule {size}");
+    }
+    r.set_schedule(MbSchedule::constant(16));
+    t.set_schedule(MbSchedule::constant(16));
     r.restore(&start).unwrap();
     t.restore(&start).unwrap();
     // Sequence 10 was charged once for the life of the source: the read now skips it.

@@ -437,7 +437,11 @@ impl<T: Element> MinibatchSource<T> {
     /// the size of the current epoch from it.
     pub fn set_schedule(&mut self, schedule: MbSchedule) {
         self.schedule = Some(schedule);
-        self.stop_packer();
+        // A failed run stays failed until a restore or a new partition (see
+        // `next_minibatch`): only a run that can go on starts again with the schedule.
+        if self.packer.as_ref().is_some_and(|p| p.failed.is_none()) {
+            self.stop_packer();
+        }
     }
 
     /// The next minibatch of the size the schedule gives for the current epoch (a constant
@@ -462,7 +466,13 @@ impl<T: Element> MinibatchSource<T> {
         size: u64,
         scheduled: bool,
     ) -> Result<Option<PooledMinibatch<T>>, SourceError> {
-        if size == 0 && !scheduled {
+        // (Only `MbSchedule::constant(0)` gives a scheduled size of 0.)
+        let scheduled_size = self
+            .schedule
+            .as_ref()
+            .filter(|_| scheduled)
+            .map(|schedule| schedule.size_for_epoch(self.epoch()));
+        if scheduled_size.unwrap_or(size) == 0 {
             return Err(SourceError::Usage(
                 "the minibatch size must be at least 1 sample".to_string(),
             ));
