@@ -210,10 +210,12 @@ typedef struct ctf_reader ctf_reader;
 
 /**
  * A diagnostics callback: receives each warning as one line `FILE:LINE:COL: warning:
- * MESSAGE`, and each invalid sequence skipped within `maxErrors` as `FILE:LINE:COL: error:
- * MESSAGE` (NUL-terminated, valid during the call), with the `user_data` given with it.
- * It is called from the reader's worker threads, one call at a time, and must not call
- * back into the reader.
+ * MESSAGE`, each invalid sequence skipped within `maxErrors` as `FILE:LINE:COL: error:
+ * MESSAGE`, and each warning about a whole file (an index cache that cannot be used or
+ * written, keys a joined deserializer does not share) as `FILE: warning: MESSAGE`
+ * (NUL-terminated, valid during the call), with the `user_data` given with it. It is
+ * called from the thread that makes the reader and from the reader's own threads, one
+ * call at a time, and must not call back into the reader.
  */
 typedef void (*ctf_diagnostic_callback)(void *user_data, const char *line);
 

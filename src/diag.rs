@@ -29,9 +29,10 @@ impl fmt::Display for Severity {
 pub struct Diagnostic {
     /// Error or warning.
     pub severity: Severity,
-    /// 1-based line number within the file.
+    /// 1-based line number within the file; 0 for a diagnostic of the whole file
+    /// ([`of_whole_file`](Self::of_whole_file)).
     pub line: u64,
-    /// 1-based column, counted in bytes.
+    /// 1-based column, counted in bytes (0 with line 0).
     pub col: u64,
     /// What is wrong, naming the input where there is one.
     pub message: String,
@@ -62,6 +63,13 @@ impl Diagnostic {
             message,
             joined_at: None,
         }
+    }
+
+    /// An error or warning about the whole file it is reported with, at no line: an index
+    /// cache that cannot be used or written, keys a joined deserializer does not share.
+    /// It reads `FILE: warning: MESSAGE`.
+    pub fn of_whole_file(severity: Severity, message: String) -> Self {
+        Diagnostic::new(severity, 0, 0, message)
     }
 
     /// The file and diagnostic to report for one found in `file`: itself, or for a joined
@@ -95,6 +103,9 @@ struct DiagnosticInFile<'a> {
 impl fmt::Display for DiagnosticInFile<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (file, d) = self.diag.resolved(self.file);
+        if d.line == 0 {
+            return write!(f, "{}: {}: {}", file, d.severity, d.message);
+        }
         write!(
             f,
             "{}:{}:{}: {}: {}",
@@ -158,6 +169,15 @@ mod tests {
                 b"data/train.ctf:12:7: error: input 'x': malformed number 'z': not a number\n"
                     .to_vec()
             ]
+        );
+    }
+
+    #[test]
+    fn a_diagnostic_of_the_whole_file_has_no_position() {
+        let d = Diagnostic::of_whole_file(Severity::Warning, "ignoring it".to_string());
+        assert_eq!(
+            d.display_in("d.ctf.0a1b2c3d.ctfidx").to_string(),
+            "d.ctf.0a1b2c3d.ctfidx: warning: ignoring it"
         );
     }
 }

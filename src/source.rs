@@ -29,7 +29,7 @@ use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
 use crate::index::{CorpusIndex, IndexError, SequenceEntry};
 use crate::minibatch::{Minibatch, MinibatchPool, PackError, PooledMinibatch};
 use crate::parser::{Element, SequenceLookup};
-use crate::reader::{DiagnosticSink, ErrorBudget, ReadError};
+use crate::reader::{share_with_indexing, DiagnosticSink, ErrorBudget, ReadError};
 use crate::timeline::checkpoint::{fingerprint, Checkpoint, CheckpointError};
 use crate::timeline::schedule::MbSchedule;
 use crate::timeline::{Selection, Timeline, TimelineError};
@@ -43,7 +43,9 @@ pub const INFINITELY_REPEAT: u64 = u64::MAX;
 /// Minibatches kept for reuse by a source's pool.
 const POOL_CAPACITY: usize = 4;
 
-/// How far and in which steps a source reads.
+/// How far and in which steps a source reads. The default reads one sweep
+/// (`max_sweeps: Some(1)`): a sample limit needs `max_sweeps: None` beside it. Neither
+/// limit is an endless read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadLimits {
     /// Stop at this global position (samples), or [`FULL_DATA_SWEEP`] /
@@ -422,6 +424,14 @@ pub(crate) fn check_checkpoint(
     Ok(())
 }
 
+/// Refuses a configuration its builder would have refused (its fields are public, so it
+/// may have been changed after it was built): a rank not below the number of workers, say.
+pub(crate) fn check_config(config: &ReaderConfig) -> Result<(), SourceError> {
+    config
+        .check()
+        .map_err(|e| SourceError::Usage(format!("invalid configuration: {}", e.message())))
+}
+
 /// Refuses limits no read can follow: epochs of 0 samples.
 pub(crate) fn check_limits(limits: &ReadLimits) -> Result<(), SourceError> {
     if limits.epoch_size == Some(0) {
@@ -497,8 +507,13 @@ impl<T: Element> ReferenceSource<T> {
         sink: DiagnosticSink,
     ) -> Result<Self, SourceError> {
         check_limits(&limits)?;
-        let opened = build_index(config, &IndexingOptions::for_config(config))
-            .map_err(SourceError::Index)?;
+        check_config(config)?;
+        let (sink, on_warning) = share_with_indexing(sink, config);
+        let indexing = IndexingOptions {
+            on_warning,
+            ..IndexingOptions::for_config(config)
+        };
+        let opened = build_index(config, &indexing).map_err(SourceError::Index)?;
         let index = Arc::clone(&opened.index);
         let timeline = match Timeline::new(Arc::clone(&index), config) {
             Ok(timeline) => timeline,

@@ -1842,3 +1842,85 @@ fn a_secondary_file_far_larger_than_the_cache_is_read_in_bounded_memory() {
         "peak RSS {peak} bytes is not far below the secondary file's {size} bytes"
     );
 }
+
+/// The warnings of indexing (keys a joined deserializer does not share, an index cache that
+/// cannot be used) reach the caller's diagnostic sink, as `FILE: warning: MESSAGE`, on
+/// every reading path; they used to go straight to standard error, past the sink.
+#[test]
+fn warnings_of_indexing_go_to_the_diagnostic_sink() {
+    use std::sync::{Arc, Mutex};
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("feat.ctf"), "1 |f 1\n2 |f 2\n3 |f 3\n").unwrap();
+    std::fs::write(d.join("lab.ctf"), "3 |l 30\n1 |l 10\n2 |l 20\n9 |l 90\n").unwrap();
+    let file = |name: &str| d.join(name).to_string_lossy().into_owned();
+    let config = |trace_level: u32| {
+        ReaderConfig::builder()
+            .file(file("feat.ctf"))
+            .input(InputConfig::dense("f", 1))
+            .cache_index(true)
+            .then_deserializer()
+            .file(file("lab.ctf"))
+            .input(InputConfig::dense("l", 1))
+            .randomize(false)
+            .trace_level(trace_level)
+            .build()
+            .unwrap()
+    };
+    type Seen = Arc<Mutex<Vec<String>>>;
+    let collecting = |seen: &Seen| -> ctf_reader::reader::DiagnosticSink {
+        let seen = Arc::clone(seen);
+        Box::new(move |file, d| seen.lock().unwrap().push(d.display_in(file).to_string()))
+    };
+    let unmatched = format!(
+        "{}: warning: 1 sequences have keys that the first deserializer does not have",
+        file("lab.ctf")
+    );
+    let read_with = |path: &str, cfg: &ReaderConfig, seen: &Seen| match path {
+        "threaded" => {
+            let mut s = MinibatchSource::<f32>::new(cfg, sweeps(1), collecting(seen)).unwrap();
+            drain(&mut s, 2);
+        }
+        "reference" => {
+            let mut s = ReferenceSource::<f32>::new(cfg, sweeps(1), collecting(seen)).unwrap();
+            while s.next_minibatch(2).unwrap().is_some() {}
+        }
+        _ => {
+            let policy = ctf_reader::reader::ErrorPolicy::Budget;
+            let mut r =
+                ctf_reader::reader::SequenceReader::<f32>::new(cfg, policy, collecting(seen));
+            while r.next_batch().unwrap().is_some() {}
+        }
+    };
+    for path in ["threaded", "reference", "sequences"] {
+        let seen: Seen = Arc::default();
+        read_with(path, &config(1), &seen);
+        let seen = seen.lock().unwrap().clone();
+        assert!(
+            seen.iter().any(|line| line.starts_with(&unmatched)),
+            "{path}: {seen:?}"
+        );
+        // At traceLevel 0 no warning is reported, these neither.
+        let quiet: Seen = Arc::default();
+        read_with(path, &config(0), &quiet);
+        assert_eq!(*quiet.lock().unwrap(), Vec::<String>::new(), "{path}");
+    }
+    // An index cache that cannot be used: its warning too.
+    let cache = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.to_string_lossy().contains("feat.ctf.")
+                && p.extension().is_some_and(|e| e == "ctfidx")
+        })
+        .expect("the first deserializer's index cache");
+    std::fs::write(&cache, b"not an index cache").unwrap();
+    let seen: Seen = Arc::default();
+    read_with("threaded", &config(1), &seen);
+    let seen = seen.lock().unwrap().clone();
+    let ignored = format!("{}: warning: ignoring the index cache", cache.display());
+    assert!(
+        seen.iter().any(|line| line.starts_with(&ignored)),
+        "{seen:?}"
+    );
+}

@@ -734,3 +734,27 @@ fn a_file_changed_after_indexing_is_an_error() {
         "",
     );
 }
+
+/// The streaming reader returns the sequences before a failing point, then the error once;
+/// the read is then over (`None`), as `next_batch`'s documentation says.
+#[test]
+fn the_streaming_reader_reports_its_error_once_then_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.ctf");
+    std::fs::write(&path, "1 |x 1\n2 |x oops\n3 |x 3\n").unwrap();
+    let config = ReaderConfig::builder()
+        .file(path.to_string_lossy())
+        .input(InputConfig::dense("x", 1))
+        .build()
+        .unwrap();
+    let mut reader = SequenceReader::<f32>::new(&config, ErrorPolicy::Budget, Box::new(|_, _| {}));
+    let first = reader.next_batch().unwrap().expect("sequence 1");
+    assert_eq!(
+        first.sequences.iter().map(|s| s.key).collect::<Vec<_>>(),
+        [1]
+    );
+    let error = reader.next_batch().unwrap_err();
+    assert!(error.to_string().contains("e.ctf:2:"), "{error}");
+    assert!(reader.next_batch().unwrap().is_none());
+    assert!(reader.next_batch().unwrap().is_none());
+}

@@ -1031,3 +1031,31 @@ fn a_part_the_first_minibatch_holds_whole_is_read_by_its_packer_alone() {
     assert_eq!(counters.quick_bytes_read, file_bytes, "{counters:?}");
     assert!(counters.bytes_read < file_bytes, "{counters:?}");
 }
+
+/// The fields of a configuration are public: one changed after it was built into what its
+/// builder refuses (a rank not below the workers, 0 workers) is refused by both engines,
+/// rather than read as empty minibatches or as one worker.
+#[test]
+fn a_configuration_changed_after_it_was_built_is_checked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = in_order_with_a_bad_sequence(dir.path(), 100);
+    for (rank, workers, expected) in [(5, 2, "must be below"), (0, 0, "at least 1")] {
+        let mut cfg = good.clone();
+        cfg.partition_index = rank;
+        cfg.num_data_partitions = workers;
+        let messages = [
+            ReferenceSource::<f32>::new(&cfg, sweeps(1), quiet()).map(|_| ()),
+            MinibatchSource::<f32>::new(&cfg, sweeps(1), quiet()).map(|_| ()),
+        ]
+        .map(|made| match made {
+            Err(SourceError::Usage(message)) => message,
+            other => panic!("{rank} of {workers}: {other:?}"),
+        });
+        for message in messages {
+            assert!(
+                message.starts_with("invalid configuration: ") && message.contains(expected),
+                "{message}"
+            );
+        }
+    }
+}

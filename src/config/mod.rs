@@ -191,6 +191,13 @@ impl ReaderConfig {
         ReaderConfigBuilder::new()
     }
 
+    /// Checks the settings as [`ReaderConfigBuilder::build`] does: the fields are public, so
+    /// a configuration changed after it was built is checked again by the readers that
+    /// take it (the minibatch sources).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        builder::validate(self.clone(), &builder::Origin::default()).map(|_| ())
+    }
+
     /// Whether sweeps are shuffled: `randomize`, unless the window is 0 chunks, which CNTK
     /// reads in file order (its `NoRandomizer`, CNTK-BEHAVIOUR §2.2).
     pub fn shuffles(&self) -> bool {

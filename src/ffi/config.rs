@@ -84,10 +84,12 @@ impl From<Precision> for ctf_element_type {
 }
 
 /// A diagnostics callback: receives each warning as one line `FILE:LINE:COL: warning:
-/// MESSAGE`, and each invalid sequence skipped within `maxErrors` as `FILE:LINE:COL: error:
-/// MESSAGE` (NUL-terminated, valid during the call), with the `user_data` given with it.
-/// It is called from the reader's worker threads, one call at a time, and must not call
-/// back into the reader.
+/// MESSAGE`, each invalid sequence skipped within `maxErrors` as `FILE:LINE:COL: error:
+/// MESSAGE`, and each warning about a whole file (an index cache that cannot be used or
+/// written, keys a joined deserializer does not share) as `FILE: warning: MESSAGE`
+/// (NUL-terminated, valid during the call), with the `user_data` given with it. It is
+/// called from the thread that makes the reader and from the reader's own threads, one
+/// call at a time, and must not call back into the reader.
 pub type ctf_diagnostic_callback =
     Option<unsafe extern "C" fn(user_data: *mut c_void, line: *const c_char)>;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::chunks::{ChunkLoader, LoadError, ParsedChunk};
 use crate::config::ReaderConfig;
 use crate::index::build::{build_index, IndexingOptions, OpenedIndex};
-use crate::index::{CorpusIndex, IndexError};
+use crate::index::{CorpusIndex, IndexError, WarningSink};
 use crate::parser::{Element, FatalDataError, ParseCounts};
 use crate::Severity;
 
@@ -31,13 +31,14 @@ pub(super) struct IndexedWalk<T> {
 
 impl<T: Element> IndexedWalk<T> {
     /// Indexes the corpus of `config` (index caches as its `cacheIndex` says); the warnings
-    /// of indexing (such as keys only a joined deserializer has) are counted.
-    pub(super) fn open(config: &ReaderConfig) -> Result<Self, ReadError> {
+    /// of indexing (such as keys only a joined deserializer has) go to `on_warning`, and are
+    /// counted.
+    pub(super) fn open(config: &ReaderConfig, on_warning: WarningSink) -> Result<Self, ReadError> {
         let mut options = IndexingOptions::for_config(config);
         // A count of the warnings one sink saw, not a synchronization point of the pipeline:
         // from `std`, not from `crate::sync`.
         let index_warnings = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let report = Arc::clone(&options.on_warning);
+        let report = on_warning;
         let counted = Arc::clone(&index_warnings);
         options.on_warning = Arc::new(move |w| {
             counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -19,10 +19,12 @@ use crate::config::ReaderConfig;
 use crate::diag::{write_stderr_line, Diagnostic, Severity};
 use crate::index::chunking::MAX_SEQUENCE_BYTES;
 use crate::index::files::{expand_file_patterns, DataFile};
+use crate::index::{IndexWarning, WarningSink};
 use crate::parser::{
     Element, FatalDataError, InvalidSequence, ParseCounts, ParsedSequences, StreamOptions,
     StreamParser, MAX_COLUMN_ENTRIES,
 };
+use crate::sync::{Arc, Mutex, PoisonError};
 
 /// Size of one read from a data file.
 pub const READ_BLOCK_SIZE: usize = 4 << 20;
@@ -101,12 +103,42 @@ impl fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
-/// Receives the diagnostics a read reports, with the file they refer to.
+/// Receives the diagnostics a read reports, with the file they refer to: those of the data,
+/// and for the readers that index (the sources, a composite reader) the warnings of
+/// indexing, at no line ([`Diagnostic::of_whole_file`]).
 pub type DiagnosticSink = Box<dyn FnMut(&str, &Diagnostic) + Send>;
 
 /// A sink printing diagnostics to standard error as `FILE:LINE:COL: error: MESSAGE`.
 pub fn stderr_sink() -> DiagnosticSink {
     Box::new(|file, d| write_stderr_line(d.display_in(file)))
+}
+
+/// Shares `sink` between a reader and the indexing of its corpus: returns the sink for the
+/// reader's own diagnostics, and the warning sink of its indexing, which hands each warning
+/// (an index cache that cannot be used or written, keys a joined deserializer does not
+/// share) to `sink` as a [`Diagnostic::of_whole_file`], one call at a time whatever thread
+/// it comes from (the cache writer's), or drops it at `traceLevel = 0`, as every warning.
+pub(crate) fn share_with_indexing(
+    sink: DiagnosticSink,
+    config: &ReaderConfig,
+) -> (DiagnosticSink, WarningSink) {
+    let shared = Arc::new(Mutex::new(sink));
+    let for_indexing = Arc::clone(&shared);
+    let report = config.trace_level >= 1;
+    let on_warning: WarningSink = Arc::new(move |w: &IndexWarning| {
+        if !report {
+            return;
+        }
+        let warning = Diagnostic::of_whole_file(Severity::Warning, w.message.clone());
+        // A sink that panicked once is still called: it is the caller's.
+        let mut sink = for_indexing.lock().unwrap_or_else(PoisonError::into_inner);
+        sink(&w.file, &warning);
+    });
+    let own: DiagnosticSink = Box::new(move |file, d| {
+        let mut sink = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        sink(file, d);
+    });
+    (own, on_warning)
 }
 
 /// The `maxErrors` policy of [`ErrorPolicy::Budget`], shared by every reading path (the
@@ -229,6 +261,7 @@ pub struct SequenceReader<T> {
 impl<T: Element> SequenceReader<T> {
     /// Prepares to read the files of `config`; diagnostics go to `sink`.
     pub fn new(config: &ReaderConfig, policy: ErrorPolicy, sink: DiagnosticSink) -> Self {
+        let (sink, on_index_warning) = share_with_indexing(sink, config);
         let options = StreamOptions {
             skip_sequence_ids: config.skip_sequence_ids,
             frame_mode: config.frame_mode,
@@ -252,7 +285,7 @@ impl<T: Element> SequenceReader<T> {
             indexed: None,
         };
         if config.is_composite() {
-            match indexed::IndexedWalk::open(config) {
+            match indexed::IndexedWalk::open(config, on_index_warning) {
                 Ok(walk) => reader.indexed = Some(walk),
                 Err(error) => reader.pending_error = Some(error),
             }
@@ -302,7 +335,9 @@ impl<T: Element> SequenceReader<T> {
     ///
     /// A batch holds the sequences completed by one block read; it is replaced by the next
     /// call. An empty batch is never returned. When an error stops the read, the valid
-    /// sequences before the failing point are returned first and the error on the next call.
+    /// sequences before the failing point are returned first and the error on the next call;
+    /// the read is then over, and later calls return `None` (unlike a minibatch source,
+    /// which repeats its error until a restore).
     pub fn next_batch(&mut self) -> Result<Option<&ParsedSequences<T>>, ReadError> {
         self.parser.clear();
         if let Some(error) = self.pending_error.take() {

@@ -52,10 +52,10 @@ use crate::minibatch::{MinibatchPool, PooledMinibatch};
 use crate::parser::{Element, ParsedSequences};
 use crate::pipeline::affinity;
 use crate::pipeline::cache::ChunkCache;
-use crate::reader::DiagnosticSink;
+use crate::reader::{share_with_indexing, DiagnosticSink};
 use crate::source::{
-    check_checkpoint, check_limits, check_partition, limit_end, Charging, LoadedChunk, ReadLimits,
-    SourceCounters, SourceError,
+    check_checkpoint, check_config, check_limits, check_partition, limit_end, Charging,
+    LoadedChunk, ReadLimits, SourceCounters, SourceError,
 };
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::channel::{bounded, Sender};
@@ -238,7 +238,9 @@ struct Plan {
 }
 
 /// Reads minibatches of a corpus along the global timeline, with loader, planner and packer
-/// threads; the same minibatches as [`crate::source::ReferenceSource`].
+/// threads; the same minibatches as [`crate::source::ReferenceSource`]. Values are decoded
+/// into `T` whatever the configuration's `precision` says (`ctf` and the C ABI choose `T`
+/// by it).
 pub struct MinibatchSource<T: Element> {
     shared: SharedArc<Shared<T>>,
     _opened: OpenedIndex,
@@ -294,11 +296,14 @@ impl<T: Element> MinibatchSource<T> {
     ) -> Result<Self, SourceError> {
         options.check()?;
         check_limits(&limits)?;
+        check_config(config)?;
+        let (sink, on_warning) = share_with_indexing(sink, config);
         // The scan runs on as many threads as the loaders (the index does not depend on it).
         let indexing = IndexingOptions {
             scan_threads: options
                 .loader_threads
                 .clamp(1, crate::index::build::MAX_SCAN_THREADS),
+            on_warning,
             ..IndexingOptions::for_config(config)
         };
         let (opened, pieces) = if wants_stash(config, &options) {
