@@ -125,7 +125,8 @@ pub(crate) fn share_with_indexing(
     let shared = Arc::new(Mutex::new(sink));
     let for_indexing = Arc::clone(&shared);
     let report = config.trace_level >= 1;
-    let on_warning: WarningSink = Arc::new(move |w: &IndexWarning| {
+    // (A `WarningSink` is `std`'s `Arc`; the lock it shares is the shim's.)
+    let on_warning: WarningSink = std::sync::Arc::new(move |w: &IndexWarning| {
         if !report {
             return;
         }
