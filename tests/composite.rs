@@ -1924,3 +1924,78 @@ fn warnings_of_indexing_go_to_the_diagnostic_sink() {
         "{seen:?}"
     );
 }
+
+/// A rewrite of a joined file that keeps its size, modification time and hashed ends (two
+/// labels' ids swapped in the middle) passes the index cache's checks: the first read
+/// fails and removes the stale index cache; the next rescans the file, and must not join
+/// by the join cache made for the old keys (whose identity now covers the keys).
+#[test]
+fn a_stale_join_cache_is_not_used_after_a_rewrite_that_passes_the_checks() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let text = |input: &str| -> String {
+        (1..=20_000)
+            .map(|i| format!("{i} |{input} {i}\n"))
+            .collect()
+    };
+    std::fs::write(d.join("feat.ctf"), text("f")).unwrap();
+    std::fs::write(d.join("lab.ctf"), text("l")).unwrap();
+    let file = |name: &str| d.join(name).to_string_lossy().into_owned();
+    let cfg = ReaderConfig::builder()
+        .file(file("feat.ctf"))
+        .input(InputConfig::dense("f", 1))
+        .cache_index(true)
+        .then_deserializer()
+        .file(file("lab.ctf"))
+        .input(InputConfig::dense("l", 1))
+        .cache_index(true)
+        .randomize(false)
+        .build()
+        .unwrap();
+    // Each key's label, as read.
+    let labels = || -> Result<BTreeMap<u64, f32>, String> {
+        let mut s =
+            MinibatchSource::<f32>::new(&cfg, sweeps(1), quiet()).map_err(|e| e.to_string())?;
+        let mut labels = BTreeMap::new();
+        while let Some(mb) = s.next_minibatch(4096).map_err(|e| e.to_string())? {
+            for (j, seq) in mb.sequences.iter().enumerate() {
+                labels.insert(seq.key, mb.streams[1].values[j]);
+            }
+        }
+        Ok(labels)
+    };
+    let before = labels().unwrap();
+    assert_eq!((before[&10_000], before[&10_001]), (10_000.0, 10_001.0));
+    let caches = |ext: &str| -> usize {
+        std::fs::read_dir(d)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == ext)
+            })
+            .count()
+    };
+    assert_eq!((caches("ctfidx"), caches("ctfjoin")), (2, 1));
+
+    let lab = d.join("lab.ctf");
+    let modified = std::fs::metadata(&lab).unwrap().modified().unwrap();
+    let swapped = text("l").replacen(
+        "10000 |l 10000\n10001 |l 10001\n",
+        "10001 |l 10000\n10000 |l 10001\n",
+        1,
+    );
+    std::fs::write(&lab, swapped).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&lab)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let failed = labels().unwrap_err();
+    assert!(failed.contains("changed since it was indexed"), "{failed}");
+    let after = labels().unwrap();
+    assert_eq!((after[&10_000], after[&10_001]), (10_001.0, 10_000.0));
+}

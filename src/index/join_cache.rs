@@ -6,10 +6,11 @@
 //! The file is `<joined data path>.<8 hex digits>.ctfjoin`; the digits are the low 32 bits of
 //! XXH3-64 of the primary's file names and both deserializers' indexing options, so readers
 //! joining different files keep separate caches. Its content is used only when its identity
-//! (a hash of both deserializers' indexing options and of every file's name, size,
-//! modification time, content hash, line count and mode, and the sequence counts) is that of
-//! the indexes just built; anything else, or a damaged file, is ignored and the match is
-//! made again. Writes are atomic (a temporary file renamed over the cache).
+//! (a hash of both deserializers' indexing options, of every file's name, size,
+//! modification time, content hash, line count and mode, of the sequence counts, and of
+//! every key, with the sequences no match takes) is that of the indexes just built;
+//! anything else, or a damaged file, is ignored and the match is made again. (Until
+//! 2026-12-07 the keys were not hashed.) Writes are atomic (a temporary file renamed over the cache).
 //!
 //! # Format, version 2 (little-endian)
 //!
@@ -139,10 +140,14 @@ pub(crate) fn join_cache_path(primary: &Side<'_>, joined: &Side<'_>) -> Option<P
 }
 
 /// The identity of a join: equal exactly when both indexes describe the same files read with
-/// the same options.
+/// the same options and list the same keys. The keys are what the match is made of: a
+/// rewrite that keeps a file's size, modification time and hashed ends passes the index
+/// cache's checks, and the index rebuilt after the read that finds it (which removes the
+/// stale index cache) has other keys, so the stale match must not pass.
 pub(crate) fn identity(primary: &Side<'_>, joined: &Side<'_>) -> u64 {
     let mut h = Xxh3::new();
     for side in [primary, joined] {
+        hash_keys(&mut h, side.index);
         let options = side.fingerprint.encode();
         h.update(&(options.len() as u64).to_le_bytes());
         h.update(&options);
@@ -159,6 +164,24 @@ pub(crate) fn identity(primary: &Side<'_>, joined: &Side<'_>) -> u64 {
         h.update(&(side.index.sequences.len() as u64).to_le_bytes());
     }
     h.digest()
+}
+
+/// Feeds `index`'s keys to `h`, with the ordinals of its sequences that no match takes
+/// (overflowing ids, repeated keys), in blocks rather than 8 bytes at a time.
+fn hash_keys(h: &mut Xxh3, index: &CorpusIndex) {
+    const BLOCK: usize = 8192;
+    let mut block = Vec::with_capacity(BLOCK * 8);
+    for keys in index.sequences.chunks(BLOCK) {
+        block.clear();
+        block.extend(keys.iter().flat_map(|entry| entry.key.to_le_bytes()));
+        h.update(&block);
+    }
+    for ordinals in [&index.overflowing_ids, &index.repeated] {
+        h.update(&(ordinals.len() as u64).to_le_bytes());
+        block.clear();
+        block.extend(ordinals.iter().flat_map(|o| o.to_le_bytes()));
+        h.update(&block);
+    }
 }
 
 /// The matches saved in `path`, if it is a valid join cache of `identity` for `primary`
