@@ -927,11 +927,13 @@ enum ctf_status ctf_config_set_epoch_size(struct ctf_config *config, uint64_t ep
 enum ctf_status ctf_config_set_minibatch_schedule(struct ctf_config *config, const char *schedule);
 
 /**
- * Sends diagnostics (warnings, skipped invalid sequences) to `callback` with `user_data`
- * instead of standard error; a NULL `callback` restores standard error.
+ * Sends diagnostics (warnings, those of indexing included, and skipped invalid sequences)
+ * to `callback` with `user_data` instead of standard error; a NULL `callback` restores
+ * standard error.
  *
  * Thread safety: one thread at a time per configuration. The callback itself is called from
- * the reader's threads (see `ctf_diagnostic_callback`).
+ * the thread that makes the reader and from the reader's own threads, one call at a time
+ * (see `ctf_diagnostic_callback`).
  *
  * # Safety
  * `config` is NULL or live; `callback` may be called with `user_data` from any thread until

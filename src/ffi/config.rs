@@ -194,15 +194,21 @@ pub(crate) fn config_failure(e: &crate::config::ConfigError) -> Failure {
     Failure::new(ctf_status::ConfigError, text)
 }
 
-/// The reader section of the configuration file `path`: a file that cannot be read is
-/// `CTF_STATUS_IO_ERROR`, as a data file is; the `Err` of the `Ok` is the configuration's.
+/// The reader section of the configuration file `path`: a file that cannot be found,
+/// opened or read is `CTF_STATUS_IO_ERROR`, as a data file is, and one whose text is not
+/// UTF-8 `CTF_STATUS_CONFIG_ERROR`; the `Err` of the `Ok` is the configuration's.
 pub(crate) fn config_file(
     path: &str,
     section: Option<&str>,
 ) -> Result<Result<(ReaderConfig, Vec<ConfigWarning>), crate::config::ConfigError>, Failure> {
     let text = std::fs::read_to_string(path).map_err(|e| {
+        // A file read whole whose text is not UTF-8 is a configuration error.
+        let status = match e.kind() {
+            std::io::ErrorKind::InvalidData => ctf_status::ConfigError,
+            _ => ctf_status::IoError,
+        };
         Failure::new(
-            ctf_status::IoError,
+            status,
             format!("cannot read configuration file '{path}': {e}"),
         )
     })?;
@@ -925,11 +931,13 @@ pub unsafe extern "C" fn ctf_config_set_minibatch_schedule(
     }
 }
 
-/// Sends diagnostics (warnings, skipped invalid sequences) to `callback` with `user_data`
-/// instead of standard error; a NULL `callback` restores standard error.
+/// Sends diagnostics (warnings, those of indexing included, and skipped invalid sequences)
+/// to `callback` with `user_data` instead of standard error; a NULL `callback` restores
+/// standard error.
 ///
 /// Thread safety: one thread at a time per configuration. The callback itself is called from
-/// the reader's threads (see `ctf_diagnostic_callback`).
+/// the thread that makes the reader and from the reader's own threads, one call at a time
+/// (see `ctf_diagnostic_callback`).
 ///
 /// # Safety
 /// `config` is NULL or live; `callback` may be called with `user_data` from any thread until

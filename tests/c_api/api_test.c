@@ -21,7 +21,7 @@
 
 #include "check.h"
 
-static char pos_ctf[4096], pos_cntk[4096], bad_ctf[4096];
+static char pos_ctf[4096], pos_cntk[4096], bad_ctf[4096], latin1_cntk[4096];
 
 static int contains(const char *text, const char *part) { return text != NULL && strstr(text, part) != NULL; }
 
@@ -202,6 +202,17 @@ static void test_bad_configurations(void) {
     CHECK(contains(ctf_last_error_message(), "cannot read configuration file '/nonexistent/ctf_reader_test.cntk'"));
     EXPECT(ctf_reader_from_file("/nonexistent/ctf_reader_test.cntk", NULL, &reader), CTF_STATUS_IO_ERROR);
     CHECK(contains(ctf_last_error_message(), "/nonexistent/ctf_reader_test.cntk"));
+    /* A file that is there but not UTF-8 text is a configuration error. */
+    {
+        FILE *f = fopen(latin1_cntk, "wb");
+        CHECK(f != NULL);
+        if (f != NULL) {
+            fputs("reader = [ file = \"caf\xe9.ctf\" ]\n", f);
+            fclose(f);
+        }
+        EXPECT(ctf_config_from_file(latin1_cntk, NULL, &config), CTF_STATUS_CONFIG_ERROR);
+        CHECK(contains(ctf_last_error_message(), "UTF-8"));
+    }
     EXPECT(ctf_config_from_file(pos_cntk, "no.such.section", &config), CTF_STATUS_CONFIG_ERROR);
     EXPECT(ctf_reader_from_file(pos_cntk, "no.such.section", &reader), CTF_STATUS_CONFIG_ERROR);
     EXPECT(ctf_config_from_file(bad_utf8, NULL, &config), CTF_STATUS_INVALID_ARGUMENT);
@@ -861,6 +872,7 @@ int main(int argc, char **argv) {
     snprintf(pos_ctf, sizeof pos_ctf, "%s/examples/pos.ctf", argv[1]);
     snprintf(pos_cntk, sizeof pos_cntk, "%s/examples/pos.cntk", argv[1]);
     snprintf(bad_ctf, sizeof bad_ctf, "%s/bad.ctf", argv[2]);
+    snprintf(latin1_cntk, sizeof latin1_cntk, "%s/latin1.cntk", argv[2]);
 
     test_status_and_version();
     test_null_arguments();
