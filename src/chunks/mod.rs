@@ -8,8 +8,8 @@
 //! [`LoadError::Changed`], never garbage values, and its index cache is removed: a rewrite
 //! that keeps the size, the modification time and both ends passes the cache's checks, and
 //! the cache would fail every later read the same way. No mmap is involved, so a file
-//! truncated under the reader cannot raise SIGBUS. A part whose sequences were parsed while indexing
-//! (the threaded engine's cold start) is taken from that parse instead of read
+//! truncated under the reader cannot raise SIGBUS. A part whose sequences were parsed while
+//! indexing (the threaded engine's cold start) is taken from that parse instead of read
 //! ([`ChunkLoader::adopt_part`]), after the same check against the index.
 //!
 //! For a composite reader, each part of the primary deserializer is joined with the

@@ -10,7 +10,8 @@
 //! modification time, content hash, line count and mode, of the sequence counts, and of
 //! every key, with the sequences no match takes) is that of the indexes just built;
 //! anything else, or a damaged file, is ignored and the match is made again. (Until
-//! 2026-12-07 the keys were not hashed.) Writes are atomic (a temporary file renamed over the cache).
+//! 2026-12-07 the keys were not hashed.) Writes are atomic (a temporary file renamed over
+//! the cache).
 //!
 //! # Format, version 2 (little-endian)
 //!
