@@ -1843,6 +1843,21 @@ fn a_secondary_file_far_larger_than_the_cache_is_read_in_bounded_memory() {
     );
 }
 
+/// A composite reader in file order of `feat.ctf` (input `f`, its index cached) and
+/// `lab.ctf` (input `l`, its index cached if `cache_labels`) in `dir`, both dense of dim 1.
+fn features_and_labels(dir: &Path, cache_labels: bool) -> ctf_reader::config::ReaderConfigBuilder {
+    let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    ReaderConfig::builder()
+        .file(file("feat.ctf"))
+        .input(InputConfig::dense("f", 1))
+        .cache_index(true)
+        .then_deserializer()
+        .file(file("lab.ctf"))
+        .input(InputConfig::dense("l", 1))
+        .cache_index(cache_labels)
+        .randomize(false)
+}
+
 /// The warnings of indexing (keys a joined deserializer does not share, an index cache that
 /// cannot be used) reach the caller's diagnostic sink, as `FILE: warning: MESSAGE`, on
 /// every reading path; they used to go straight to standard error, past the sink.
@@ -1855,14 +1870,7 @@ fn warnings_of_indexing_go_to_the_diagnostic_sink() {
     std::fs::write(d.join("lab.ctf"), "3 |l 30\n1 |l 10\n2 |l 20\n9 |l 90\n").unwrap();
     let file = |name: &str| d.join(name).to_string_lossy().into_owned();
     let config = |trace_level: u32| {
-        ReaderConfig::builder()
-            .file(file("feat.ctf"))
-            .input(InputConfig::dense("f", 1))
-            .cache_index(true)
-            .then_deserializer()
-            .file(file("lab.ctf"))
-            .input(InputConfig::dense("l", 1))
-            .randomize(false)
+        features_and_labels(d, false)
             .trace_level(trace_level)
             .build()
             .unwrap()
@@ -1940,18 +1948,7 @@ fn a_stale_join_cache_is_not_used_after_a_rewrite_that_passes_the_checks() {
     };
     std::fs::write(d.join("feat.ctf"), text("f")).unwrap();
     std::fs::write(d.join("lab.ctf"), text("l")).unwrap();
-    let file = |name: &str| d.join(name).to_string_lossy().into_owned();
-    let cfg = ReaderConfig::builder()
-        .file(file("feat.ctf"))
-        .input(InputConfig::dense("f", 1))
-        .cache_index(true)
-        .then_deserializer()
-        .file(file("lab.ctf"))
-        .input(InputConfig::dense("l", 1))
-        .cache_index(true)
-        .randomize(false)
-        .build()
-        .unwrap();
+    let cfg = features_and_labels(d, true).build().unwrap();
     // Each key's label, as read.
     let labels = || -> Result<BTreeMap<u64, f32>, String> {
         let mut s =
