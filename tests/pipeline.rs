@@ -465,6 +465,55 @@ fn minibatches_wider_than_the_window_read_each_part_once() {
     assert_eq!(c.bytes_read, text.len() as u64, "{c:?}");
 }
 
+/// Minibatches that span several small chunks, with a window of a few chunks: the planner
+/// asks for the parts of the sequences ahead of the packers, which lag it by the batches
+/// queued, so the cache must hold the window around the packers' position and the chunks
+/// up to the planner's: every chunk is loaded at most once in the sweep, none evicted
+/// before its last use. It used to hold the window and the look-ahead only, and parts were read again
+/// in most runs (cache misses).
+#[test]
+fn minibatches_spanning_several_chunks_load_each_chunk_once_a_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("small_chunks.ctf");
+    let mut text = String::new();
+    for id in 0..1000u64 {
+        for t in 0..1 + (id * 7 + 3) % 6 {
+            let dense: Vec<String> = (0..8).map(|k| ((id + t + k) % 5).to_string()).collect();
+            text.push_str(&format!(
+                "{id} |a {} |l {}:1 {}:2\n",
+                dense.join(" "),
+                (id + t) % 50,
+                (id * 3 + t) % 50
+            ));
+        }
+    }
+    std::fs::write(&path, &text).unwrap();
+    for window in [4, 6, 8, 12] {
+        let cfg = ReaderConfig::builder()
+            .file(path.to_string_lossy())
+            .input(InputConfig::dense("a", 8))
+            .input(InputConfig::sparse("l", 50))
+            .chunk_size_in_bytes(4_000)
+            .randomization_window(window)
+            .trace_level(0)
+            .build()
+            .unwrap();
+        let chunks = t_chunks(&cfg);
+        assert!(chunks > 2 * window, "{chunks} chunks");
+        let want = reference(&cfg, sweeps(1), 256);
+        for (loaders, packers) in [(1, 1), (1, 2), (2, 2)] {
+            for round in 0..3 {
+                let mut t = threaded(&cfg, sweeps(1), loaders, packers, 2);
+                assert_eq!(drain(&mut t, 256), want);
+                let c = t.counters();
+                let at = format!("window {window}, {loaders}+{packers} threads, round {round}");
+                assert_eq!(c.cache_misses, 0, "{at}: {c:?}");
+                assert!(c.chunks_loaded <= chunks, "{at}: {c:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn keep_data_in_memory_reads_every_byte_once_with_threads() {
     let dir = tempfile::tempdir().unwrap();

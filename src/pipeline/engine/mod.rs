@@ -263,10 +263,11 @@ pub struct MinibatchSource<T: Element> {
     position: u64,
     minibatches: u64,
     /// The cache's capacity in parts for the window and the look-ahead (`None`: unbounded,
-    /// `keepDataInMemory`), and the samples of the window: see
-    /// [`fit_cache`](Self::fit_cache).
+    /// `keepDataInMemory`): see [`fit_cache`](Self::fit_cache).
     window_capacity: Option<usize>,
-    window_samples: u64,
+    /// The chunks' average samples, for how many chunks a span of samples touches
+    /// ([`fit_cache`](Self::fit_cache)).
+    samples_per_chunk: u64,
     /// Whether the chunks without samples have been charged
     /// ([`Charging::charge_chunks_without_samples`]), so that later calls need not lock.
     sampleless_charged: bool,
@@ -342,13 +343,7 @@ impl<T: Element> MinibatchSource<T> {
             .clamp(1, chunks as u64) as usize;
         let (parts, piece_of) = Parts::new(&index, part_size, &pieces);
         let stash = stash_per_part::<T>(&config.inputs, &piece_of, pieces);
-        let parts_per_chunk = parts
-            .of_chunk
-            .iter()
-            .map(|r| r.len())
-            .max()
-            .unwrap_or(1)
-            .max(1);
+        let parts_per_chunk = parts.parts_per_chunk();
         // The window, the windows the look-ahead reaches into, and one chunk of slack for
         // parts used recently that are no longer needed (LRU keeps them a while).
         let window_parts = (window_chunks + 2 * ahead_chunks + 1) * parts_per_chunk;
@@ -432,7 +427,7 @@ impl<T: Element> MinibatchSource<T> {
             position: 0,
             minibatches: 0,
             window_capacity: capacity,
-            window_samples: per_chunk.saturating_mul(window_chunks as u64),
+            samples_per_chunk: per_chunk,
             sampleless_charged: false,
             wait_time: Duration::ZERO,
         })
@@ -681,15 +676,20 @@ impl<T: Element> MinibatchSource<T> {
         }
     }
 
-    /// Sizes the chunk cache for `plan`. Its capacity covers the window and the look-ahead;
-    /// but the batches of planned minibatches in flight (queued, being packed, asked for
-    /// ahead) pin or hold the parts of all their sequences, and when they span more samples
-    /// than the window (minibatches wider than the window, as with one sequence per chunk),
-    /// a cache of one window's parts evicts parts the look-ahead loaded before the packers
-    /// take them, and walks the pinned ones on every insert: 100,000 one-line sequences,
-    /// one per chunk, read in minibatches of 1,000 took 7.2 s. It then holds as many
-    /// windows' parts as the batches in flight span (at most every part). Where parts hold
-    /// many samples the batches stay within the window and the capacity does not change.
+    /// Sizes the chunk cache for `plan`. The planner asks for the parts of the sequences
+    /// up to the look-ahead past the minibatch it plans, but the packers lag it by the
+    /// batches of planned minibatches queued and being packed, and they need the parts of
+    /// the window around their own position. So the cache holds the window's parts, the
+    /// look-ahead's, and the parts of every chunk the batches in flight can span: a
+    /// smaller cache evicts parts a packer still needs, which it then reads again (with
+    /// windows of 4 to 12 chunks of 4 KB and minibatches of 256 samples, up to twice as many
+    /// loads as chunks in a sweep; with one sequence per chunk and minibatches of 1,000,
+    /// 100,000 sequences took 7.2 s, every insert also walking the pinned parts). Where
+    /// chunks hold many samples the batches span a chunk or two and the window dominates.
+    /// At a sweep's end the packers still need the last window while the planner asks for
+    /// the next sweep's first: with a window smaller than the corpus, a few parts of the
+    /// two can evict each other there and be read again (holding two windows would double
+    /// the memory the window bounds).
     fn fit_cache(&self, plan: &Plan) {
         let Some(window_capacity) = self.window_capacity else {
             return;
@@ -697,15 +697,22 @@ impl<T: Element> MinibatchSource<T> {
         let widest = plan
             .schedule
             .as_ref()
-            .map_or(plan.size, MbSchedule::largest)
-            .max(plan.batch_span);
-        let batches = (self.packer_threads * (self.prefetch + 1)) as u64;
+            .map_or(plan.size, MbSchedule::largest);
+        // A batch ends at the minibatch that reaches its span; the planner builds one more.
+        let batch = plan.batch_span.saturating_add(widest);
+        let batches = (self.packer_threads * (self.prefetch + 1) + 1) as u64;
         let in_flight = batches
-            .saturating_mul(widest)
+            .saturating_mul(batch)
             .saturating_add(plan.ahead_samples);
-        let windows = in_flight.div_ceil(self.window_samples.max(1)).max(1);
+        // The chunks a span of `in_flight` samples touches, in the sweep's random chunk
+        // order (where chunks of every size mix), and two of slack: the one it starts
+        // inside, and one for chunks smaller than the average.
+        let chunks = usize::try_from(in_flight.div_ceil(self.samples_per_chunk.max(1)))
+            .unwrap_or(usize::MAX)
+            .saturating_add(2);
+        let parts_per_chunk = self.shared.parts.parts_per_chunk();
         let capacity = window_capacity
-            .saturating_mul(usize::try_from(windows).unwrap_or(usize::MAX))
+            .saturating_add(chunks.saturating_mul(parts_per_chunk))
             .min(self.shared.parts.parts.len().max(window_capacity));
         self.shared.cache.set_capacity(Some(capacity));
     }

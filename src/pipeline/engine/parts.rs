@@ -79,6 +79,16 @@ fn sequence_at(index: &CorpusIndex, chunk: u32, offset: u64) -> Option<usize> {
 }
 
 impl Parts {
+    /// The most parts a chunk was cut into (at least 1).
+    pub(super) fn parts_per_chunk(&self) -> usize {
+        self.of_chunk
+            .iter()
+            .map(|r| r.len())
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
     /// Cuts every chunk into parts of about `part_bytes`, and makes what each of `pieces`
     /// (the sequences parsed while indexing, in file order) holds of a chunk a part of its
     /// own where it can be one (see [`Parts::adoptable`]). Returns the parts and, per part,
