@@ -239,6 +239,24 @@ fn the_checksum_of_no_stored_value_is_zero() {
     );
 }
 
+/// `mb` numbers the run's minibatches, not its lines (README "The `ctf` tool"): a minibatch
+/// holding only an invalid sequence (within `maxErrors`) prints no line but keeps its
+/// number, so each rank's lines carry the global minibatch's number.
+#[test]
+fn an_empty_minibatch_prints_no_line_but_keeps_its_number() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "d.ctf", "1 |a 1\n2 |a 2\n3 |a x\n4 |a 4\n");
+    write(
+        dir.path(),
+        "c.cntk",
+        "reader = [ file = \"d.ctf\" ; randomize = false ; maxErrors = 1\n \
+         input = [ a = [ dim = 1 ; format = \"dense\" ] ] ]\n",
+    );
+    let lines = read_with(dir.path(), "c.cntk", &["--mb-size", "1"]);
+    let numbered: Vec<(u64, Vec<u64>)> = lines.iter().map(|l| (l.mb, l.keys.clone())).collect();
+    assert_eq!(numbered, [(0, vec![1]), (1, vec![2]), (3, vec![4])]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Sweeps
 // ---------------------------------------------------------------------------------------------
