@@ -511,11 +511,12 @@ typedef struct ctf_counters {
    */
   double pack_seconds;
   /**
-   * Bytes read sequence by sequence for the first minibatch after a start or restore, for
-   * the sequences whose chunks were not loaded yet. The chunks are read whole too, in
-   * `bytes_read`, when a later minibatch needs them; a chunk whose sequences the first
-   * minibatch holds all may never be. Over a whole sweep, `bytes_read` plus these cover
-   * every byte of the data files.
+   * Bytes read sequence by sequence: for the first minibatch after a start or restore,
+   * the sequences whose chunks were not loaded yet; and under a memory budget too small
+   * for the randomization window, every sequence (`ctf_config_set_memory_budget`). The
+   * first minibatch's chunks are read whole too, in `bytes_read`, when a later minibatch
+   * needs them; a chunk whose sequences the first minibatch holds all may never be. Over
+   * a whole sweep, `bytes_read` plus these cover every byte of every chunk.
    */
   uint64_t quick_bytes_read;
 } ctf_counters;
@@ -837,9 +838,10 @@ enum ctf_status ctf_config_set_prefetch(struct ctf_config *config, size_t prefet
 
 /**
  * Bounds the bytes of parsed data the reader keeps (its chunk cache and queued
- * minibatches) to `bytes`; 0 (the default) sets no bound beyond the randomization window. A
- * bound below what the window needs makes data be read and parsed again (slower, same
- * minibatches).
+ * minibatches) to `bytes`; 0 (the default) sets no bound beyond the randomization window.
+ * Under a bound below what a randomization window of several chunks holds parsed, the
+ * reader reads and parses each sequence on its own when a minibatch needs it, instead of
+ * whole parts of chunks (slower, same minibatches, each sequence read once a sweep).
  *
  * Thread safety: one thread at a time per configuration.
  *

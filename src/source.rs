@@ -119,12 +119,13 @@ pub struct SourceCounters {
     /// whose first sequence's line starts with whitespace and a digit, the text before it,
     /// read to tell whether that line is the file's first with content).
     pub bytes_read: u64,
-    /// Bytes the threaded engine read for the first minibatch after a start or restore,
-    /// sequence by sequence, for the sequences whose parts were not loaded yet (so that it
-    /// need not wait for them). Their parts are read whole too, in `bytes_read`, when a later
-    /// minibatch needs them or a load asked for ahead completes; a part whose sequences the
-    /// first minibatch holds all may never be. Over a whole sweep, `bytes_read` plus these
-    /// cover every byte of the data files.
+    /// Bytes the threaded engine read sequence by sequence: for the first minibatch after a
+    /// start or restore, the sequences whose parts were not loaded yet (so that it need not
+    /// wait for them); and under a memory budget too small for the window, every sequence
+    /// (see `PipelineOptions::memory_budget`). The first minibatch's parts are read whole
+    /// too, in `bytes_read`, when a later minibatch needs them or a load asked for ahead
+    /// completes; a part whose sequences the first minibatch holds all may never be. Over a
+    /// whole sweep, `bytes_read` plus these cover every byte of every chunk.
     pub quick_bytes_read: u64,
     /// Parts the threaded engine took from the sequences parsed while indexing (on a cold
     /// start; see `index::stash`) instead of reading and parsing them; counted in

@@ -757,9 +757,10 @@ pub unsafe extern "C" fn ctf_config_set_prefetch(
 }
 
 /// Bounds the bytes of parsed data the reader keeps (its chunk cache and queued
-/// minibatches) to `bytes`; 0 (the default) sets no bound beyond the randomization window. A
-/// bound below what the window needs makes data be read and parsed again (slower, same
-/// minibatches).
+/// minibatches) to `bytes`; 0 (the default) sets no bound beyond the randomization window.
+/// Under a bound below what a randomization window of several chunks holds parsed, the
+/// reader reads and parses each sequence on its own when a minibatch needs it, instead of
+/// whole parts of chunks (slower, same minibatches, each sequence read once a sweep).
 ///
 /// Thread safety: one thread at a time per configuration.
 ///

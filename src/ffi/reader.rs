@@ -66,11 +66,12 @@ pub struct ctf_counters {
     /// engine also finding them and waiting for a part still loading), summed over the
     /// packer threads.
     pub pack_seconds: f64,
-    /// Bytes read sequence by sequence for the first minibatch after a start or restore, for
-    /// the sequences whose chunks were not loaded yet. The chunks are read whole too, in
-    /// `bytes_read`, when a later minibatch needs them; a chunk whose sequences the first
-    /// minibatch holds all may never be. Over a whole sweep, `bytes_read` plus these cover
-    /// every byte of the data files.
+    /// Bytes read sequence by sequence: for the first minibatch after a start or restore,
+    /// the sequences whose chunks were not loaded yet; and under a memory budget too small
+    /// for the randomization window, every sequence (`ctf_config_set_memory_budget`). The
+    /// first minibatch's chunks are read whole too, in `bytes_read`, when a later minibatch
+    /// needs them; a chunk whose sequences the first minibatch holds all may never be. Over
+    /// a whole sweep, `bytes_read` plus these cover every byte of every chunk.
     pub quick_bytes_read: u64,
 }
 

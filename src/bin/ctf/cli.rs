@@ -131,7 +131,8 @@ pub struct ReadArgs {
     #[arg(long, value_name = "N", value_parser = prefetch_depth)]
     pub prefetch: Option<usize>,
     /// Most bytes of parsed data kept in memory (chunk cache and queued minibatches);
-    /// a number of bytes, or with a suffix K, M or G (powers of 1024).
+    /// a number of bytes, or with a suffix K, M or G (powers of 1024). Below what a
+    /// randomization window of several chunks holds, each sequence is read on its own.
     #[arg(long, value_name = "BYTES", value_parser = byte_count)]
     pub memory_budget: Option<u64>,
     /// On a cold start, only scan the files to index them, and parse each part when it is

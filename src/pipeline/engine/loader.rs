@@ -71,6 +71,7 @@ pub(super) fn run_loader<T: Element>(shared: &Shared<T>, queue: &Receiver<u32>) 
             Ok(chunk) => chunk.heap_bytes(),
             Err(_) => 0,
         };
+        shared.note_parsed(after.bytes_read - before.bytes_read, bytes);
         shared.cache.insert(part, loaded, bytes);
     }
 }

@@ -57,7 +57,7 @@ use crate::source::{
     check_checkpoint, check_config, check_limits, check_partition, limit_end, Charging,
     LoadedChunk, ReadLimits, SourceCounters, SourceError,
 };
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::channel::{bounded, Sender};
 use crate::sync::thread::{Builder, JoinHandle};
 // The state the threads share and the parsed parts are counted by the shim's `Arc` (loom's
@@ -141,6 +141,17 @@ struct Shared<T> {
     ///
     /// [`head_start`]: planner::head_start
     head_start_chunks: usize,
+    /// Under a memory budget whose cache cannot hold the window's parts: the packers read
+    /// each sequence they pack themselves (as for the first minibatch after a start,
+    /// without its cap) and the planner asks for no part ahead. Loading whole parts there
+    /// pins, for every minibatch of random sequences, about a part per sequence beyond the
+    /// budget, and reads each part again for nearly every minibatch. Set when the source
+    /// is made, from an estimate ([`reads_each_sequence`]), or later by a load that shows
+    /// the parts hold more parsed than that ([`Shared::note_parsed`]); never unset.
+    reads_each_sequence: AtomicBool,
+    /// Under a memory budget, with a window of more than one chunk: the text of the
+    /// window's parts and the look-ahead's, which [`Shared::note_parsed`] scales.
+    window_text: Option<u64>,
     /// Per part, the sequences parsed while indexing that are all of its own
     /// ([`stash_per_part`]), until its first load takes them.
     stash: Mutex<Vec<Option<ParsedSequences<T>>>>,
@@ -187,6 +198,45 @@ fn wants_stash(config: &ReaderConfig, options: &PipelineOptions) -> bool {
 /// Chunks of text a corpus read in file order may have for its parts to be parsed while
 /// indexing ([`wants_stash`]).
 const FILE_ORDER_STASH_CHUNKS: u64 = 2;
+
+/// Whether the packers start reading each sequence themselves
+/// ([`Shared::reads_each_sequence`]): under `budget`, when the order draws from a window
+/// of more than one chunk (`window_text`: the text of its parts and the look-ahead's) and
+/// what those parts hold parsed, taken as twice their text, exceeds what the budget leaves
+/// the cache. (Parsed, a value takes 4 or 8 bytes where its text takes 2 or more, and each
+/// sequence has its records; loads correct the estimate upward, see
+/// [`Shared::note_parsed`].) In file order the parts are used one after another, and a
+/// budget that holds one works.
+fn reads_each_sequence(budget: Option<&Budget>, window_text: Option<u64>) -> bool {
+    match (budget, window_text) {
+        (Some(budget), Some(text)) => text.saturating_mul(2) > budget.for_cache(0) as u64,
+        _ => false,
+    }
+}
+
+impl<T> Shared<T> {
+    /// Whether the packers read each sequence themselves (see the field).
+    fn reads_each_sequence(&self) -> bool {
+        self.reads_each_sequence.load(Ordering::Relaxed)
+    }
+
+    /// Notes that a part loaded from `text` bytes holds `parsed` heap bytes: at that ratio,
+    /// once the window's parts exceed what the budget leaves the cache, the packers read
+    /// each sequence themselves from then on (the minibatches are the same either way).
+    fn note_parsed(&self, text: u64, parsed: usize) {
+        let (Some(budget), Some(window_text)) = (&self.budget, self.window_text) else {
+            return;
+        };
+        if text == 0 || self.reads_each_sequence() {
+            return;
+        }
+        let window_parsed = u128::from(window_text) * parsed as u128 / u128::from(text);
+        let largest = self.largest_minibatch.load(Ordering::Relaxed);
+        if window_parsed > budget.for_cache(largest) as u128 {
+            self.reads_each_sequence.store(true, Ordering::Relaxed);
+        }
+    }
+}
 
 /// [`PipelineOptions::memory_budget`], and what it must leave to other than the cache.
 struct Budget {
@@ -360,6 +410,9 @@ impl<T: Element> MinibatchSource<T> {
             fixed: loader_room,
             deliveries: deliveries as u64,
         });
+        let window_text =
+            (budget.is_some() && window_chunks > 1).then_some(window_parts as u64 * part_bytes);
+        let reads_each_sequence = reads_each_sequence(budget.as_ref(), window_text);
         let shared = SharedArc::new(Shared {
             parts,
             cache: ChunkCache::new(capacity),
@@ -371,6 +424,8 @@ impl<T: Element> MinibatchSource<T> {
                 None => window_chunks,
                 Some(_) => 0,
             },
+            reads_each_sequence: AtomicBool::new(reads_each_sequence),
+            window_text,
             charging: Mutex::new(Charging::new(config, sink)),
             stash: Mutex::new(stash),
             parts_from_stash: AtomicU64::new(0),

@@ -40,8 +40,11 @@ pub struct PipelineOptions {
     /// that can be queued or held (from the largest packed so far and the deliveries that
     /// can be alive at once) and of the loaders' buffers; it evicts the least recently used
     /// parts to stay there, also with `keepDataInMemory`. The parts of the minibatches being
-    /// packed are never evicted, so a budget smaller than they need is exceeded by them; a
-    /// budget smaller than the window and look-ahead makes parts be read again.
+    /// packed are never evicted, and random minibatches need a part per sequence: so under a
+    /// budget smaller than what a window of several chunks and the look-ahead hold parsed,
+    /// the packers read and parse each sequence they pack on their own instead (once a
+    /// sweep, in `SourceCounters::quick_bytes_read`; slower, the same minibatches). In file
+    /// order a budget smaller than the parts of a minibatch is exceeded by them.
     pub memory_budget: Option<u64>,
     /// On a cold start (no valid index cache), parse the parts the index scan reads and keep
     /// their sequences for the loaders, which then need not read and parse them again

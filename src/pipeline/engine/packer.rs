@@ -96,11 +96,18 @@ pub(super) fn run_packer<T: Element>(
                 batch: shared.pool.take_pooled(),
                 charges: Vec::new(),
             };
-            packing.quick_bytes_left = if next.quick { QUICK_BYTES } else { 0 };
+            packing.quick_bytes_left = if shared.reads_each_sequence() {
+                u64::MAX
+            } else if next.quick {
+                QUICK_BYTES
+            } else {
+                0
+            };
             let sequences = &batch.ordinals[next.sequences.clone()];
             let outcome = pack_held(shared, loads, &mut packing, sequences, &mut packed);
             let ends_turn = k + 1 == count;
-            if ends_turn {
+            // Sequences read one by one are not shared between minibatches: let them go.
+            if ends_turn || shared.reads_each_sequence() {
                 packing.release();
             }
             match outcome {

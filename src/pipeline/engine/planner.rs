@@ -202,6 +202,9 @@ fn plan_into<T>(
             {
                 break;
             }
+            if shared.reads_each_sequence() {
+                continue; // the packers read the sequences themselves
+            }
             for &ordinal in &sequences_ahead {
                 let part = shared.parts.part_of_ordinal(ordinal);
                 if !request_once(shared, loads, requested_in.as_mut_slice(), part, sweep) {
