@@ -311,6 +311,76 @@ fn a_file_changed_mid_read_is_an_error_never_garbage() {
 /// A consumer that stops calling stops the pipeline: after one minibatch of a 240-chunk
 /// corpus, the engine loads a bounded number of chunks (window and look-ahead), then nothing
 /// more while the consumer waits; dropping the source then returns at once.
+/// The streaming reader of `ctf dump` and `ctf validate` (`SequenceReader`) fails on a file
+/// truncated or appended to while it reads, after the complete sequences before the change:
+/// it used to end the file early with exit 0, delivering a line cut short by the
+/// truncation as a sequence (a value `123` read as `12`, the rest padded with zeros).
+#[test]
+fn the_streaming_reader_fails_on_a_file_changed_while_it_reads() {
+    use ctf_reader::reader::{ErrorPolicy, SequenceReader};
+    // About 12 MB: the reader reads 4 MiB at a time.
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_corpus(dir.path(), "d.ctf", 200_000);
+    let text = std::fs::read(&file).unwrap();
+    let cfg = config(&file, false);
+    for truncate in [true, false] {
+        std::fs::write(&file, &text).unwrap();
+        let mut reader = SequenceReader::<f32>::new(&cfg, ErrorPolicy::Budget, Box::new(|_, _| {}));
+        let mut keys = Vec::new();
+        let mut changed = false;
+        loop {
+            match reader.next_batch() {
+                Ok(Some(batch)) => {
+                    for seq in &batch.sequences {
+                        // Each sequence whole: key k has 1 + k % 4 lines.
+                        assert_eq!(u64::from(seq.counted_lines), 1 + seq.key % 4, "{}", seq.key);
+                        keys.push(seq.key);
+                    }
+                    if !changed {
+                        changed = true;
+                        let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+                        if truncate {
+                            // Inside a line, past the first block.
+                            f.set_len(6_000_003).unwrap();
+                        } else {
+                            use std::io::{Seek, Write};
+                            let mut f = f;
+                            f.seek(io::SeekFrom::End(0)).unwrap();
+                            f.write_all(b"999999 |x 1 2 |y 3:1\n").unwrap();
+                        }
+                    }
+                }
+                Ok(None) => panic!("the read ended without an error (truncate: {truncate})"),
+                Err(e) => {
+                    let message = e.to_string();
+                    assert!(message.starts_with(&format!("{file}: error: the file changed while it was read: it held {} bytes when opened", text.len())), "{message}");
+                    assert!(
+                        message.ends_with(if truncate {
+                            "ended after 6000003"
+                        } else {
+                            "has more now"
+                        }),
+                        "{message}"
+                    );
+                    break;
+                }
+            }
+        }
+        // File order, from 0, none skipped; the truncated read stops before the cut.
+        assert!(keys.iter().enumerate().all(|(i, &k)| i as u64 == k));
+        if truncate {
+            // Every sequence delivered ends before the cut.
+            let next = format!("\n{} |", keys.len());
+            let end = text
+                .windows(next.len())
+                .position(|w| w == next.as_bytes())
+                .unwrap();
+            assert!(end < 6_000_003, "{} sequences, ending at {end}", keys.len());
+        }
+        assert!(reader.next_batch().unwrap().is_none());
+    }
+}
+
 #[test]
 fn a_paused_consumer_means_back_pressure() {
     let dir = tempfile::tempdir().unwrap();

@@ -236,13 +236,39 @@ impl ErrorBudget {
     }
 }
 
+/// A data file being streamed, with its size and modification time when opened and the
+/// bytes read so far: a file that changes while it is read (truncated, appended to,
+/// rewritten) is an error, not a read that ends early or with invented bytes. Only a
+/// regular file with a size is checked: a pipe, a device or a file of `/proc` (size 0) is
+/// read to its end.
+struct OpenFile {
+    file: File,
+    /// Size and modification time when opened, `None` when not checked.
+    opened: Option<(u64, Option<std::time::SystemTime>)>,
+    read: u64,
+}
+
+impl OpenFile {
+    fn open(path: &std::path::Path) -> io::Result<Self> {
+        let file = File::open(path)?;
+        let metadata = file.metadata()?;
+        let opened = (metadata.is_file() && metadata.len() > 0)
+            .then(|| (metadata.len(), metadata.modified().ok()));
+        Ok(OpenFile {
+            file,
+            opened,
+            read: 0,
+        })
+    }
+}
+
 /// Streams the sequences of a corpus, file by file (glob patterns in `file` expanded), in
-/// batches.
+/// batches. A file that changes while it is read fails the read.
 pub struct SequenceReader<T> {
     /// The data files, glob patterns expanded.
     files: Vec<DataFile>,
     next_file: usize,
-    current: Option<File>,
+    current: Option<OpenFile>,
     /// Name of the file whose bytes were fed last (diagnostics refer to it).
     current_name: String,
     /// An error to return once the sequences before it have been delivered.
@@ -423,7 +449,7 @@ impl<T: Element> SequenceReader<T> {
             }
             let DataFile { name, path } = self.files[self.next_file].clone();
             self.next_file += 1;
-            let file = File::open(&path).map_err(|error| ReadError::Io {
+            let file = OpenFile::open(&path).map_err(|error| ReadError::Io {
                 file: name.clone(),
                 error,
             })?;
@@ -432,12 +458,20 @@ impl<T: Element> SequenceReader<T> {
             self.current_name = name;
             return Ok(());
         };
+        let changed = |message: String| ReadError::Fatal {
+            file: self.current_name.clone(),
+            error: FatalDataError {
+                line: 0,
+                col: 0,
+                message: format!("the file changed while it was read: {message}"),
+            },
+        };
         if self.buffer.is_empty() {
             // Zeroed pages from the allocator: no memset of the whole block.
             self.buffer = vec![0; READ_BLOCK_SIZE];
         }
         let n = loop {
-            match file.read(&mut self.buffer) {
+            match file.file.read(&mut self.buffer) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(error) => {
@@ -448,6 +482,33 @@ impl<T: Element> SequenceReader<T> {
                 }
             }
         };
+        file.read += n as u64;
+        if let Some((len, modified)) = file.opened {
+            if file.read > len {
+                return Err(changed(format!(
+                    "it held {len} bytes when opened, and has more now"
+                )));
+            }
+            if n == 0 {
+                // Checked before the parser ends the file, so that a line cut short by a
+                // truncation is not delivered as a sequence.
+                if file.read < len {
+                    return Err(changed(format!(
+                        "it held {len} bytes when opened, and ended after {}",
+                        file.read
+                    )));
+                }
+                let now = file.file.metadata().map_err(|error| ReadError::Io {
+                    file: self.current_name.clone(),
+                    error,
+                })?;
+                if now.len() != len || now.modified().ok() != modified {
+                    return Err(changed(
+                        "its size or modification time is not what it was when opened".to_string(),
+                    ));
+                }
+            }
+        }
         let result = if n == 0 {
             self.current = None;
             let r = self.parser.finish_file();
