@@ -257,6 +257,37 @@ fn an_empty_minibatch_prints_no_line_but_keeps_its_number() {
     assert_eq!(numbered, [(0, vec![1]), (1, vec![2]), (3, vec![4])]);
 }
 
+/// A corpus of more files than the process may open at once: each loader keeps at most
+/// `MAX_OPEN_FILES` open. Every loader and packer used to keep each file it had read open,
+/// and `read`, `stats` and `bench` failed with "Too many open files".
+#[test]
+fn more_files_than_the_descriptor_limit_are_read() {
+    let dir = TempDir::new().unwrap();
+    for i in 0..300 {
+        write(dir.path(), &format!("p{i:03}.ctf"), format!("|x {i}\n"));
+    }
+    let data = ["--file", "p*.ctf", "--input", "x:1:dense"];
+    for command in [
+        &["read", "--mb-size", "7", "--stats"][..],
+        &["stats"],
+        &["bench"],
+    ] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -n 128; exec \"$0\" \"$@\"")
+            .arg(CTF)
+            .args(command)
+            .args(data)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let r = finish(&format!("ctf {}", command[0]), out);
+        assert_eq!(r.code, 0, "ctf {}: {}", command[0], r.stderr);
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(all.contains("300"), "ctf {}: {all}", command[0]);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Sweeps
 // ---------------------------------------------------------------------------------------------

@@ -143,13 +143,21 @@ pub struct LoadCounters {
     pub bytes_read: u64,
 }
 
+/// Most data files a [`ChunkLoader`] keeps open: a corpus of thousands of files would
+/// otherwise hold a descriptor per file and loader (each loader thread, and each packer for
+/// the sequences it reads itself), past the process's limit (often 1,024). Reopening a
+/// file costs an `open` and an `fstat` per part, next to a part's read and parse.
+pub const MAX_OPEN_FILES: usize = 32;
+
 /// Loads chunks of an indexed corpus. Each loader thread owns one.
 pub struct ChunkLoader<T> {
     index: Arc<CorpusIndex>,
     parser: StreamParser<T>,
     defining: Option<usize>,
     buffer: Vec<u8>,
-    files: Vec<Option<File>>,
+    /// The data files open for reading, at most [`MAX_OPEN_FILES`], the least recently
+    /// read closed first.
+    files: lru::LruCache<u32, File>,
     counters: LoadCounters,
     /// The text size and output buffer lengths of the last part parsed, to size the next.
     last_part: Option<(u64, BufferLengths)>,
@@ -249,7 +257,7 @@ impl<T: Element> ChunkLoader<T> {
         let joiner =
             (!index.joined.is_empty()).then(|| Box::new(join::Joiner::new(&index, config)));
         ChunkLoader {
-            files: (0..index.files.len()).map(|_| None).collect(),
+            files: lru::LruCache::unbounded(),
             parser: StreamParser::new(&config.inputs[config.deserializer_inputs(0)], options),
             index,
             defining: config.inputs.iter().position(|i| i.defines_mb_size),
@@ -352,10 +360,21 @@ impl<T: Element> ChunkLoader<T> {
             file: indexed.name.clone(),
             error,
         };
-        let file = match &mut self.files[c.file as usize] {
-            Some(file) => file,
-            slot => slot.insert(File::open(&indexed.path).map_err(io_error)?),
-        };
+        if !self.files.contains(&c.file) && self.files.len() >= MAX_OPEN_FILES {
+            if let Some((closed, file)) = self.files.pop_lru() {
+                // A file whose check is deferred is checked before it is closed.
+                if self
+                    .deferred_checks
+                    .as_ref()
+                    .is_some_and(|touched| touched.contains(&closed))
+                {
+                    check_file(&file, &index.files[closed as usize])?;
+                }
+            }
+        }
+        let file = self
+            .files
+            .try_get_or_insert_mut(c.file, || File::open(&indexed.path).map_err(io_error))?;
         if self.deferred_checks.is_none() {
             check_file(file, indexed)?;
         }
@@ -510,7 +529,7 @@ impl<T: Element> ChunkLoader<T> {
     fn check_deferred(&mut self) -> Result<(), LoadError> {
         let touched = self.deferred_checks.take().unwrap_or_default();
         for f in touched {
-            if let Some(file) = &self.files[f as usize] {
+            if let Some(file) = self.files.peek(&f) {
                 check_file(file, &self.index.files[f as usize])?;
             }
         }
