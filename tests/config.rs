@@ -1681,6 +1681,80 @@ fn randomizer_and_partition_keys() {
     assert_eq!(c.window(), WindowSize::Samples(1000));
 }
 
+/// The default window is about 4 GiB of data worth of chunks, `4 GiB / chunkSizeInBytes` in
+/// integer division (seed 001: "128 when the chunk size equals 32MB"; CNTK-BEHAVIOUR §5.5),
+/// not 128 chunks whatever the chunk size. Expected values: 4294967296 / 20 = 214748364.8,
+/// 4294967296 / 10000 = 429496.7296, 4294967296 / 8589934592 = 0.5.
+#[test]
+fn default_window_is_four_gib_of_chunks() {
+    use ctf_reader::WindowSize;
+    let window_of = |params: &str| read(&legacy(params, ONE_INPUT)).window();
+    assert_eq!(window_of(""), WindowSize::Chunks(128));
+    assert_eq!(
+        window_of("    chunkSizeInBytes = 20"),
+        WindowSize::Chunks(214_748_364)
+    );
+    assert_eq!(
+        window_of("    chunkSizeInBytes = 10000"),
+        WindowSize::Chunks(429_496)
+    );
+    // Chunks above 4 GiB: 0 chunks, file order, as CNTK's legacy reader (its NoRandomizer).
+    let c = read(&legacy("    chunkSizeInBytes = 8589934592", ONE_INPUT));
+    assert_eq!(c.window(), WindowSize::Chunks(0));
+    assert!(!c.shuffles());
+    // One sequence per chunk, where CNTK divides by zero: the whole data.
+    assert_eq!(
+        window_of("    chunkSizeInBytes = 0"),
+        WindowSize::Chunks(u64::MAX)
+    );
+    // A window that is set is kept.
+    assert_eq!(
+        window_of("    chunkSizeInBytes = 20\n    randomizationWindow = 128"),
+        WindowSize::Chunks(128)
+    );
+    // The builder computes the same default.
+    let c = ReaderConfig::builder()
+        .file("a.ctf")
+        .input(InputConfig::dense("x", 1))
+        .chunk_size_in_bytes(10_000)
+        .build()
+        .unwrap();
+    assert_eq!(c.window(), WindowSize::Chunks(429_496));
+}
+
+/// A composite reader sizes the default window by the reader-level `chunkSizeInBytes` (the
+/// reader record's, or an enclosing record's), not by a deserializer's own, as CNTK's
+/// `CompositeDataReader.cpp` does.
+#[test]
+fn composite_default_window_uses_the_reader_level_chunk_size() {
+    use ctf_reader::WindowSize;
+    let composite = |reader: &str, deserializer: &str| {
+        format!(
+            "reader = {{\n  {reader}\n  deserializers = ({{ type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    {deserializer}\n    input = {{ x = {{ dim = 1; format = \"dense\" }} }} }})\n}}\n"
+        )
+    };
+    let c = read(&composite("chunkSizeInBytes = 10000", ""));
+    assert_eq!(c.chunk_size_in_bytes, 10_000);
+    assert_eq!(c.window(), WindowSize::Chunks(429_496));
+    // Small chunks in the deserializer only: the reader level is 32 MiB, so 128 chunks.
+    let c = read(&composite("", "chunkSizeInBytes = 20"));
+    assert_eq!(c.chunk_size_in_bytes, 20);
+    assert_eq!(c.window(), WindowSize::Chunks(128));
+    // Both: the reader's (4294967296 / 50000 = 85899.3).
+    let c = read(&composite(
+        "chunkSizeInBytes = 50000",
+        "chunkSizeInBytes = 20",
+    ));
+    assert_eq!(c.chunk_size_in_bytes, 20);
+    assert_eq!(c.window(), WindowSize::Chunks(85_899));
+    // An enclosing record's chunk size is the reader level too.
+    let c = read(&format!(
+        "chunkSizeInBytes = 10000\n{}",
+        composite("", "chunkSizeInBytes = 20")
+    ));
+    assert_eq!(c.window(), WindowSize::Chunks(429_496));
+}
+
 #[test]
 fn invalid_timeline_settings_are_clear_errors() {
     // Each error points at the key it is about (the parameters start on line 4); for a

@@ -10,8 +10,9 @@
 use crate::config::brainscript::{Error, Evaluator, ExprKind, Pos, RecordValue, Value};
 use crate::config::builder::{defaults, validate, InputOrigin, JoinedOrigin, Origin};
 use crate::config::{
-    ConfigError, ConfigOverrides, ConfigWarning, InputConfig, JoinedDeserializer, Precision,
-    RandomizerKind, ReaderConfig, ReaderForm, StorageFormat, DEFAULT_WINDOW_CHUNKS,
+    default_window_chunks, ConfigError, ConfigOverrides, ConfigWarning, InputConfig,
+    JoinedDeserializer, Precision, RandomizerKind, ReaderConfig, ReaderForm, StorageFormat,
+    DEFAULT_CHUNK_SIZE_IN_BYTES,
 };
 
 use super::keys::{is_reader_key, reader_keys, suggest, INPUT_PARAMS};
@@ -54,12 +55,12 @@ const READER_WIDE_PARAMS: [(&str, WrittenValue); 13] = [
     ("randomize", |c| c.randomize.to_string()),
     ("randomizationSeed", |c| c.randomization_seed.to_string()),
     // Unset acts as the default window in chunks (see `ReaderConfig::window`); with a
-    // sample-based window it is an error found later.
+    // sample-based window it is the whole data (or an error found later).
     ("randomizationWindow", |c| {
         match (c.randomization_window, c.sample_based_randomization_window) {
             (Some(window), _) => window.to_string(),
             (None, Some(true)) => "'none'".to_string(),
-            (None, _) => DEFAULT_WINDOW_CHUNKS.to_string(),
+            (None, _) => default_window_chunks(c.chunk_size_in_bytes).to_string(),
         }
     }),
     // Unset acts as false (see `ReaderConfig::window`).
@@ -433,6 +434,7 @@ impl<'a> Extractor<'_, 'a> {
                 // macro there unless a later deserializer meets one too (the same one, in a
                 // `file` they share, or in a name they both use).
                 let later_files_free = self.files_free_of_macros(&deserializers[1..]);
+                let reader_chunk_size = self.reader_chunk_size(reader)?;
                 let mut merged: Option<(ReaderConfig, Origin)> = None;
                 for (d, deserializer) in deserializers.iter().enumerate() {
                     self.check_keys(deserializer, None)?;
@@ -441,14 +443,16 @@ impl<'a> Extractor<'_, 'a> {
                         file: (primary && later_files_free).then_some("--file"),
                         input: (deserializers.len() == 1).then_some("--input"),
                     };
-                    let (config, origin) =
+                    let (mut config, origin) =
                         self.parameters(deserializer, ReaderForm::Composite, primary)?;
+                    size_default_window(&mut config, reader_chunk_size);
                     merged = Some(match merged {
                         None => {
                             // The reader record's reader-level values, its own or an
                             // enclosing record's (CNTK reads them there), must agree with the
                             // first deserializer's, which hold for the whole reader.
                             let mut reader_view = defaults();
+                            reader_view.chunk_size_in_bytes = reader_chunk_size;
                             self.reader_wide(reader, &mut reader_view, &mut Origin::default())?;
                             self.check_agreement(
                                 reader,
@@ -492,6 +496,17 @@ impl<'a> Extractor<'_, 'a> {
                 let (config, origin) = self.parameters(reader, ReaderForm::Legacy, true)?;
                 validate(config, &origin)
             }
+        }
+    }
+
+    /// The reader-level `chunkSizeInBytes` of a composite reader: the reader record's or an
+    /// enclosing record's, else the default. CNTK sizes the default randomization window by
+    /// it (`CompositeDataReader.cpp`), whatever the deserializers' own.
+    fn reader_chunk_size(&mut self, reader: &RecordValue<'a>) -> Result<u64, ConfigError> {
+        let source = self.source.clone();
+        match self.reader_param(reader, "chunkSizeInBytes")? {
+            Some(p) => p.u64(&source),
+            None => Ok(DEFAULT_CHUNK_SIZE_IN_BYTES),
         }
     }
 
@@ -967,6 +982,20 @@ impl<'a> Extractor<'_, 'a> {
             config.defines_mb_size = flag.boolean(&src)?;
         }
         Ok((config, at))
+    }
+}
+
+/// Gives the deserializer `config` of a composite reader the default randomization window
+/// CNTK gives it: [`default_window_chunks`] of the reader-level chunk size
+/// (`reader_chunk_size`), not of the deserializer's own. The window is written only when no
+/// window is set, it counts chunks, and the two chunk sizes differ; otherwise
+/// [`ReaderConfig::window`] already gives that default.
+fn size_default_window(config: &mut ReaderConfig, reader_chunk_size: u64) {
+    if config.randomization_window.is_none()
+        && config.sample_based_randomization_window != Some(true)
+        && config.chunk_size_in_bytes != reader_chunk_size
+    {
+        config.randomization_window = Some(default_window_chunks(reader_chunk_size));
     }
 }
 
