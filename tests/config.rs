@@ -1755,6 +1755,29 @@ fn composite_default_window_uses_the_reader_level_chunk_size() {
     assert_eq!(c.window(), WindowSize::Chunks(429_496));
 }
 
+/// With `randomize = false` the window settings are ignored (seed 001: "this parameter is
+/// ignored, when randomize is false"), in both forms: no error, file order.
+#[test]
+fn window_settings_are_ignored_without_randomization() {
+    for params in [
+        "    randomize = false; sampleBasedRandomizationWindow = true",
+        "    randomize = false; sampleBasedRandomizationWindow = true; randomizationWindow = 0",
+    ] {
+        let c = read(&legacy(params, ONE_INPUT));
+        assert!(!c.randomize && !c.shuffles(), "{params}");
+    }
+    let composite = |reader: &str| {
+        format!(
+            "reader = {{\n  {reader}\n  deserializers = ({{ type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    input = {{ x = {{ dim = 1; format = \"dense\" }} }} }})\n}}\n"
+        )
+    };
+    let c = read(&composite(
+        "randomize = false; sampleBasedRandomizationWindow = true",
+    ));
+    assert_eq!(c.form, ReaderForm::Composite);
+    assert!(!c.randomize && !c.shuffles());
+}
+
 #[test]
 fn invalid_timeline_settings_are_clear_errors() {
     // Each error points at the key it is about (the parameters start on line 4); for a
@@ -1789,12 +1812,6 @@ fn invalid_timeline_settings_are_clear_errors() {
             4,
             28,
             "'partitionIndex' (2) must be below 'numDataPartitions' (2)",
-        ),
-        (
-            "    randomize = false; sampleBasedRandomizationWindow = true",
-            4,
-            24,
-            "needs a 'randomizationWindow' in samples",
         ),
         (
             "    sampleBasedRandomizationWindow = true\n    randomizationWindow = 0",

@@ -233,7 +233,8 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
         ));
     }
     check_partition(&config, origin)?;
-    if config.sample_based_randomization_window == Some(true) {
+    // The window settings are ignored when `randomize` is false (seed 001).
+    if config.randomize && config.sample_based_randomization_window == Some(true) {
         match config.randomization_window {
             None => {
                 return Err(origin.error(
