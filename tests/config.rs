@@ -1755,6 +1755,29 @@ fn composite_default_window_uses_the_reader_level_chunk_size() {
     assert_eq!(c.window(), WindowSize::Chunks(429_496));
 }
 
+/// `sampleBasedRandomizationWindow = true` without a `randomizationWindow`: in the legacy
+/// form the window is the whole data (seed 001: "defaults either to the size of the whole
+/// dataset in samples"; CNTK-BEHAVIOUR §5.5: `SIZE_MAX>>2` samples); the composite form keeps
+/// CNTK's error (`CompositeDataReader.cpp` raises a LogicError).
+#[test]
+fn sample_based_window_without_a_size_is_the_whole_data_in_the_legacy_form() {
+    use ctf_reader::WindowSize;
+    let c = read(&legacy(
+        "    sampleBasedRandomizationWindow = true",
+        ONE_INPUT,
+    ));
+    assert_eq!(c.window(), WindowSize::Samples(u64::MAX));
+    assert!(c.shuffles());
+    // Composite: an error at the key (line 2, column 3).
+    let text = "reader = {\n  sampleBasedRandomizationWindow = true\n  deserializers = ({ type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    input = { x = { dim = 1; format = \"dense\" } } })\n}\n";
+    assert_error(
+        text,
+        2,
+        3,
+        &["'sampleBasedRandomizationWindow = true' needs a 'randomizationWindow' in samples"],
+    );
+}
+
 /// With `randomize = false` the window settings are ignored (seed 001: "this parameter is
 /// ignored, when randomize is false"), in both forms: no error, file order.
 #[test]

@@ -3,7 +3,7 @@
 //! point at the offending value.
 
 use crate::config::brainscript::Pos;
-use crate::config::{ConfigError, ReaderConfig, StorageFormat};
+use crate::config::{ConfigError, ReaderConfig, ReaderForm, StorageFormat};
 
 /// Largest `dim`: sparse indices are 32-bit signed integers, and a dense sample of that dim
 /// already takes 8 GiB (a larger one could not even be sized on some platforms, and a
@@ -236,6 +236,10 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
     // The window settings are ignored when `randomize` is false (seed 001).
     if config.randomize && config.sample_based_randomization_window == Some(true) {
         match config.randomization_window {
+            // The whole data, as CNTK's legacy reader (`SIZE_MAX >> 2` samples; see
+            // `ReaderConfig::window`).
+            None if config.form == ReaderForm::Legacy => {}
+            // CNTK's composite reader raises a LogicError here.
             None => {
                 return Err(origin.error(
                     origin.key_or_params("sampleBasedRandomizationWindow"),
