@@ -681,6 +681,43 @@ false_value = false
     );
 }
 
+/// A name in an expression resolves to the nearest member spelled exactly so, through every
+/// enclosing record, before any member of another case (BrainScript names are
+/// case-sensitive, as CNTK's `ConfigRecord`): `file = File` is not a cycle, and `dim = Dim`
+/// does not take the sibling `dim`. The audit's repro/case1..3.cntk.
+#[test]
+fn references_resolve_to_the_exact_spelling_first() {
+    let text = r#"
+File = "h.ctf"
+Dim = 2
+Format = "sparse"
+reader = [
+  readerType = "CNTKTextFormatReader"
+  file = File
+  input = [
+    a = [ dim = Dim ; format = "dense" ]
+    b = [ dim = 4 ; format = Format ]
+  ]
+]
+"#;
+    let c = read(text);
+    assert_eq!(c.files, ["h.ctf"]);
+    assert_eq!(
+        c.inputs,
+        [InputConfig::dense("a", 2), InputConfig::sparse("b", 4)]
+    );
+    // A sibling spelled otherwise is not taken for the outer name.
+    let text = r#"
+Format = 3
+reader = [
+  readerType = "CNTKTextFormatReader"
+  file = "h.ctf"
+  input = [ a = [ format = "dense" ; dim = Format ] ]
+]
+"#;
+    assert_eq!(read(text).inputs, [InputConfig::dense("a", 3)]);
+}
+
 #[test]
 fn default_means_the_default() {
     let text = format!(

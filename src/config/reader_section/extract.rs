@@ -324,7 +324,7 @@ impl<'a> Extractor<'_, 'a> {
         let pos = expr.pos;
         let key_pos = found.member.pos;
         let undefined_word = match &expr.kind {
-            ExprKind::Ident(name) => match found.owner.find_outward(name) {
+            ExprKind::Ident(name) => match found.owner.resolve(name) {
                 Ok(None) => Some(name.clone()),
                 Ok(Some(_)) => None,
                 Err(e) => return Err(self.script_error(&e)),
