@@ -930,6 +930,20 @@ fn command_selects_the_section() {
         );
         assert_eq!(e.to_string(), format!("{SOURCE}: error: {}", e.message()));
     }
+    // A section named twice (in any case) names one reader: it is used (audit B5).
+    for command in ["command = test:test", "command = \"test:Test\""] {
+        assert_eq!(
+            file_of(&section_doc(command), None),
+            "test.ctf",
+            "{command}"
+        );
+    }
+    let e = error_in(&section_doc("command = train:test:train"), None);
+    assert!(
+        e.message()
+            .contains("several reader sections found: train.reader (4:3), test.reader (7:3);"),
+        "{e}"
+    );
 }
 
 #[test]
