@@ -1124,7 +1124,21 @@ fn wrong_files() {
         10,
         &["parameter 'file' must be a string or an array of strings, got 3"],
     );
-    assert_error(&with_file("\"a\" : 3"), 2, 10, &["an element is a number"]);
+    // A wrong element is pointed at, not the array (audit B6, repro/arr_elem.cntk).
+    assert_error(&with_file("\"a\" : 3"), 2, 16, &["an element is a number"]);
+    assert_error(
+        &with_file("(\"h.ctf\" :\n          \"h.ctf\" :\n          42)"),
+        4,
+        11,
+        &["parameter 'file' must be a string or an array of strings, but an element is a number"],
+    );
+    // So is an element holding a macro.
+    assert_error(
+        &with_file("\"a\" : \"$d$/b\""),
+        2,
+        16,
+        &["uses the macro '$d$'"],
+    );
     assert_error(
         &with_file("\"\""),
         2,
@@ -1367,11 +1381,18 @@ fn wrong_reader_kinds() {
         19,
         &["'deserializers' must be a record or an array of records"],
     );
+    // The wrong element is pointed at (audit B6, repro/des_elem.cntk).
     assert_error(
         &composite("({ a = 1 } : 2)"),
         2,
-        20,
+        32,
         &["each of 'deserializers' must be a record"],
+    );
+    assert_error(
+        &composite(&format!("({ctf} :\n    \"oops\")")),
+        3,
+        5,
+        &["each of 'deserializers' must be a record, got a string"],
     );
     // One record in parentheses is the one-element array of the composite form.
     let (c, _) = read_section(&composite(&format!("({ctf})")), None);

@@ -7,7 +7,7 @@
 //! default". An unquoted name that is not defined anywhere is taken as a string, as CNTK's
 //! legacy configuration language does (`format = dense`, `randomize = none`).
 
-use crate::config::brainscript::{Error, Evaluator, ExprKind, Pos, RecordValue, Value};
+use crate::config::brainscript::{Error, Evaluator, Expr, ExprKind, Pos, RecordValue, Value};
 use crate::config::builder::{defaults, validate, InputOrigin, JoinedOrigin, Origin};
 use crate::config::{
     default_window_chunks, ConfigError, ConfigOverrides, ConfigWarning, InputConfig,
@@ -34,6 +34,9 @@ struct Param<'a> {
     pos: Pos,
     /// Where its key was written.
     key: Pos,
+    /// Where each element was written, when the value is an array written in place
+    /// (`("a.ctf" : "b.ctf")`); empty otherwise.
+    element_pos: Vec<Pos>,
     /// The `ctf` option that can stand in for it (`--file`, `--input`), if any.
     stand_in: Option<&'static str>,
 }
@@ -190,7 +193,21 @@ fn macro_in(text: &str) -> Option<&str> {
     None
 }
 
+/// Where each element of `expr` was written, when it is an array written in place; empty
+/// otherwise.
+fn element_positions(expr: &Expr) -> Vec<Pos> {
+    match &expr.kind {
+        ExprKind::Array(items) => items.iter().map(|item| item.pos).collect(),
+        _ => Vec::new(),
+    }
+}
+
 impl Param<'_> {
+    /// Where element `index` of an array value was written, else where the value was.
+    fn element_pos(&self, index: usize) -> Pos {
+        self.element_pos.get(index).copied().unwrap_or(self.pos)
+    }
+
     fn described(&self) -> String {
         match &self.raw {
             Raw::Word(w) => format!("the undefined name '{w}'"),
@@ -344,6 +361,7 @@ impl<'a> Extractor<'_, 'a> {
             raw,
             pos,
             key: key_pos,
+            element_pos: element_positions(expr),
             stand_in,
         };
         if param
@@ -418,7 +436,8 @@ impl<'a> Extractor<'_, 'a> {
                     .eval
                     .eval_member(&found)
                     .map_err(|e| self.eval_error("parameter 'deserializers'", None, pos, &e))?;
-                let deserializers = self.deserializers(value, pos)?;
+                let element_pos = element_positions(&found.member.value);
+                let deserializers = self.deserializers(value, pos, &element_pos)?;
                 if !self.overrides.inputs.is_empty() && deserializers.len() > 1 {
                     return Err(ConfigError::at(
                         &self.source,
@@ -525,22 +544,25 @@ impl<'a> Extractor<'_, 'a> {
     }
 
     /// The CTF deserializers of a composite reader, in order (a single record counts as one).
+    /// `pos` is where the value was written, `element_pos` where each element was, when it
+    /// is an array written in place.
     fn deserializers(
         &mut self,
         value: Value<'a>,
         pos: Pos,
+        element_pos: &[Pos],
     ) -> Result<Vec<RecordValue<'a>>, ConfigError> {
         let records = match value {
             Value::Record(r) => vec![r],
             Value::Array(items) => {
                 let mut records = Vec::new();
-                for item in items {
+                for (index, item) in items.into_iter().enumerate() {
                     match item {
                         Value::Record(r) => records.push(r),
                         other => {
                             return Err(ConfigError::at(
                                 &self.source,
-                                pos,
+                                element_pos.get(index).copied().unwrap_or(pos),
                                 format!(
                                     "each of 'deserializers' must be a record, got {}",
                                     other.type_name()
@@ -682,17 +704,20 @@ impl<'a> Extractor<'_, 'a> {
             config.files = match &p.raw {
                 Raw::Value(Value::Array(items)) => items
                     .iter()
-                    .map(|item| match item {
+                    .enumerate()
+                    .map(|(index, item)| match item {
                         Value::Str(s) => Param {
                             label: p.label.clone(),
                             raw: Raw::Value(Value::Str(s.clone())),
-                            pos: p.pos,
+                            pos: p.element_pos(index),
                             key: p.key,
+                            element_pos: Vec::new(),
                             stand_in: p.stand_in,
                         }
                         .string(src),
-                        other => Err(p.error(
+                        other => Err(ConfigError::at(
                             src,
+                            p.element_pos(index),
                             format!("parameter 'file' must be a string or an array of strings, but an element is {}", other.type_name()),
                         )),
                     })
