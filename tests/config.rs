@@ -1875,8 +1875,8 @@ fn window_settings_are_ignored_without_randomization() {
 
 #[test]
 fn invalid_timeline_settings_are_clear_errors() {
-    // Each error points at the key it is about (the parameters start on line 4); for a
-    // relation between two keys, at the one that is wrong.
+    // Each error points at the value that is wrong, or for a relation between two keys, at
+    // the key that is wrong (the parameters start on line 4).
     for (params, line, col, fragment) in [
         (
             "    randomizer = \"fancy\"",
@@ -1887,7 +1887,7 @@ fn invalid_timeline_settings_are_clear_errors() {
         (
             "    numDataPartitions = 0",
             4,
-            5,
+            25,
             "'numDataPartitions' must be at least 1",
         ),
         (
@@ -1922,7 +1922,7 @@ fn invalid_timeline_settings_are_clear_errors() {
         "train = [\n  numDataPartitions = 0\n  {}]\n",
         legacy("", ONE_INPUT)
     );
-    assert_error(&text, 2, 3, &["'numDataPartitions' must be at least 1"]);
+    assert_error(&text, 2, 23, &["'numDataPartitions' must be at least 1"]);
     // So is the key of a composite reader's first deserializer.
     let text = "reader = {\n  deserializers = ({ type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    numDataPartitions = 3; partitionIndex = 7\n    input = { x = { dim = 1; format = \"dense\" } } })\n}\n";
     assert_error(text, 3, 28, &["'partitionIndex' (7) must be below"]);

@@ -25,6 +25,8 @@ pub(crate) struct Origin {
     /// found (the reader record, a deserializer or an enclosing record), by its name as CNTK
     /// spells it (`numDataPartitions`).
     pub keys: Vec<(&'static str, Pos)>,
+    /// Where the value of each of those parameters was written, likewise.
+    pub values: Vec<(&'static str, Pos)>,
     /// The reader-level parameters given by options beside the configuration instead (see
     /// [`ConfigOverrides`](crate::config::ConfigOverrides)), each with its option's name.
     pub options: Vec<(&'static str, &'static str)>,
@@ -93,6 +95,16 @@ impl Origin {
             (None, Some(_)) => format!("{value} (parameter '{name}')"),
             (None, None) => format!("{value} (the default; '{name}' is not set)"),
         }
+    }
+
+    /// Where the value of the reader-level parameter `name` was written, if it was; else
+    /// where its key was, else the record holding the parameters.
+    fn value_or_key(&self, name: &str) -> Option<Pos> {
+        self.values
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|&(_, pos)| pos)
+            .or(self.key_or_params(name))
     }
 
     /// Where the key of the reader-level parameter `name` was written, if it was.
@@ -271,7 +283,8 @@ fn check_partition(config: &ReaderConfig, origin: &Origin) -> Result<(), ConfigE
             Some(option) => format!("{option} must be at least 1"),
             None => format!("parameter '{workers_key}' must be at least 1"),
         };
-        return Err(origin.error(origin.key_or_params(workers_key), message));
+        // A wrong value: pointed at the value.
+        return Err(origin.error(origin.value_or_key(workers_key), message));
     }
     if rank < workers {
         return Ok(());

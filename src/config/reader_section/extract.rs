@@ -931,6 +931,7 @@ impl<'a> Extractor<'_, 'a> {
         let found = self.reader_param(params, key)?;
         if let Some(p) = &found {
             origin.keys.push((key, p.key));
+            origin.values.push((key, p.pos));
         }
         Ok(found)
     }
