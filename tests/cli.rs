@@ -794,7 +794,8 @@ fn configuration_errors_point_at_the_key_they_are_about() {
     let dir = TempDir::new().unwrap();
     write(dir.path(), "d.ctf", "1 |x 16777217\n");
     write(dir.path(), "e.ctf", "1 |y 16777217\n");
-    // Line 2's keys: numDataPartitions at column 17, partitionIndex at 40.
+    // Line 2's keys: numDataPartitions at column 17 (its value 0 at 37), partitionIndex at
+    // 40 (or randomizationWindow at 56).
     for (line2, col, message) in [
         (
             "file = \"d.ctf\"; numDataPartitions = 2; partitionIndex = 2",
@@ -803,13 +804,13 @@ fn configuration_errors_point_at_the_key_they_are_about() {
         ),
         (
             "file = \"d.ctf\"; numDataPartitions = 0",
-            17,
+            37,
             "parameter 'numDataPartitions' must be at least 1",
         ),
         (
-            "file = \"d.ctf\"; sampleBasedRandomizationWindow = true",
-            17,
-            "'sampleBasedRandomizationWindow = true' needs a 'randomizationWindow' in samples",
+            "file = \"d.ctf\"; sampleBasedRandomizationWindow = true; randomizationWindow = 0",
+            56,
+            "a sample-based 'randomizationWindow' must be at least 1 sample",
         ),
     ] {
         write(

@@ -681,6 +681,43 @@ false_value = false
     );
 }
 
+/// A name in an expression resolves to the nearest member spelled exactly so, through every
+/// enclosing record, before any member of another case (BrainScript names are
+/// case-sensitive, as CNTK's `ConfigRecord`): `file = File` is not a cycle, and `dim = Dim`
+/// does not take the sibling `dim`. The audit's repro/case1..3.cntk.
+#[test]
+fn references_resolve_to_the_exact_spelling_first() {
+    let text = r#"
+File = "h.ctf"
+Dim = 2
+Format = "sparse"
+reader = [
+  readerType = "CNTKTextFormatReader"
+  file = File
+  input = [
+    a = [ dim = Dim ; format = "dense" ]
+    b = [ dim = 4 ; format = Format ]
+  ]
+]
+"#;
+    let c = read(text);
+    assert_eq!(c.files, ["h.ctf"]);
+    assert_eq!(
+        c.inputs,
+        [InputConfig::dense("a", 2), InputConfig::sparse("b", 4)]
+    );
+    // A sibling spelled otherwise is not taken for the outer name.
+    let text = r#"
+Format = 3
+reader = [
+  readerType = "CNTKTextFormatReader"
+  file = "h.ctf"
+  input = [ a = [ format = "dense" ; dim = Format ] ]
+]
+"#;
+    assert_eq!(read(text).inputs, [InputConfig::dense("a", 3)]);
+}
+
 #[test]
 fn default_means_the_default() {
     let text = format!(
@@ -893,6 +930,20 @@ fn command_selects_the_section() {
         );
         assert_eq!(e.to_string(), format!("{SOURCE}: error: {}", e.message()));
     }
+    // A section named twice (in any case) names one reader: it is used (audit B5).
+    for command in ["command = test:test", "command = \"test:Test\""] {
+        assert_eq!(
+            file_of(&section_doc(command), None),
+            "test.ctf",
+            "{command}"
+        );
+    }
+    let e = error_in(&section_doc("command = train:test:train"), None);
+    assert!(
+        e.message()
+            .contains("several reader sections found: train.reader (4:3), test.reader (7:3);"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -1073,7 +1124,21 @@ fn wrong_files() {
         10,
         &["parameter 'file' must be a string or an array of strings, got 3"],
     );
-    assert_error(&with_file("\"a\" : 3"), 2, 10, &["an element is a number"]);
+    // A wrong element is pointed at, not the array (audit B6, repro/arr_elem.cntk).
+    assert_error(&with_file("\"a\" : 3"), 2, 16, &["an element is a number"]);
+    assert_error(
+        &with_file("(\"h.ctf\" :\n          \"h.ctf\" :\n          42)"),
+        4,
+        11,
+        &["parameter 'file' must be a string or an array of strings, but an element is a number"],
+    );
+    // So is an element holding a macro.
+    assert_error(
+        &with_file("\"a\" : \"$d$/b\""),
+        2,
+        16,
+        &["uses the macro '$d$'"],
+    );
     assert_error(
         &with_file("\"\""),
         2,
@@ -1316,11 +1381,18 @@ fn wrong_reader_kinds() {
         19,
         &["'deserializers' must be a record or an array of records"],
     );
+    // The wrong element is pointed at (audit B6, repro/des_elem.cntk).
     assert_error(
         &composite("({ a = 1 } : 2)"),
         2,
-        20,
+        32,
         &["each of 'deserializers' must be a record"],
+    );
+    assert_error(
+        &composite(&format!("({ctf} :\n    \"oops\")")),
+        3,
+        5,
+        &["each of 'deserializers' must be a record, got a string"],
     );
     // One record in parentheses is the one-element array of the composite form.
     let (c, _) = read_section(&composite(&format!("({ctf})")), None);
@@ -1681,10 +1753,130 @@ fn randomizer_and_partition_keys() {
     assert_eq!(c.window(), WindowSize::Samples(1000));
 }
 
+/// The default window is about 4 GiB of data worth of chunks, `4 GiB / chunkSizeInBytes` in
+/// integer division (seed 001: "128 when the chunk size equals 32MB"; CNTK-BEHAVIOUR §5.5),
+/// not 128 chunks whatever the chunk size. Expected values: 4294967296 / 20 = 214748364.8,
+/// 4294967296 / 10000 = 429496.7296, 4294967296 / 8589934592 = 0.5.
+#[test]
+fn default_window_is_four_gib_of_chunks() {
+    use ctf_reader::WindowSize;
+    let window_of = |params: &str| read(&legacy(params, ONE_INPUT)).window();
+    assert_eq!(window_of(""), WindowSize::Chunks(128));
+    assert_eq!(
+        window_of("    chunkSizeInBytes = 20"),
+        WindowSize::Chunks(214_748_364)
+    );
+    assert_eq!(
+        window_of("    chunkSizeInBytes = 10000"),
+        WindowSize::Chunks(429_496)
+    );
+    // Chunks above 4 GiB: 0 chunks, file order, as CNTK's legacy reader (its NoRandomizer).
+    let c = read(&legacy("    chunkSizeInBytes = 8589934592", ONE_INPUT));
+    assert_eq!(c.window(), WindowSize::Chunks(0));
+    assert!(!c.shuffles());
+    // One sequence per chunk, where CNTK divides by zero: the whole data.
+    assert_eq!(
+        window_of("    chunkSizeInBytes = 0"),
+        WindowSize::Chunks(u64::MAX)
+    );
+    // A window that is set is kept.
+    assert_eq!(
+        window_of("    chunkSizeInBytes = 20\n    randomizationWindow = 128"),
+        WindowSize::Chunks(128)
+    );
+    // The builder computes the same default.
+    let c = ReaderConfig::builder()
+        .file("a.ctf")
+        .input(InputConfig::dense("x", 1))
+        .chunk_size_in_bytes(10_000)
+        .build()
+        .unwrap();
+    assert_eq!(c.window(), WindowSize::Chunks(429_496));
+}
+
+/// A composite reader sizes the default window by the reader-level `chunkSizeInBytes` (the
+/// reader record's, or an enclosing record's), not by a deserializer's own, as CNTK's
+/// `CompositeDataReader.cpp` does.
+#[test]
+fn composite_default_window_uses_the_reader_level_chunk_size() {
+    use ctf_reader::WindowSize;
+    let composite = |reader: &str, deserializer: &str| {
+        format!(
+            "reader = {{\n  {reader}\n  deserializers = ({{ type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    {deserializer}\n    input = {{ x = {{ dim = 1; format = \"dense\" }} }} }})\n}}\n"
+        )
+    };
+    let c = read(&composite("chunkSizeInBytes = 10000", ""));
+    assert_eq!(c.chunk_size_in_bytes, 10_000);
+    assert_eq!(c.window(), WindowSize::Chunks(429_496));
+    // Small chunks in the deserializer only: the reader level is 32 MiB, so 128 chunks.
+    let c = read(&composite("", "chunkSizeInBytes = 20"));
+    assert_eq!(c.chunk_size_in_bytes, 20);
+    assert_eq!(c.window(), WindowSize::Chunks(128));
+    // Both: the reader's (4294967296 / 50000 = 85899.3).
+    let c = read(&composite(
+        "chunkSizeInBytes = 50000",
+        "chunkSizeInBytes = 20",
+    ));
+    assert_eq!(c.chunk_size_in_bytes, 20);
+    assert_eq!(c.window(), WindowSize::Chunks(85_899));
+    // An enclosing record's chunk size is the reader level too.
+    let c = read(&format!(
+        "chunkSizeInBytes = 10000\n{}",
+        composite("", "chunkSizeInBytes = 20")
+    ));
+    assert_eq!(c.window(), WindowSize::Chunks(429_496));
+}
+
+/// `sampleBasedRandomizationWindow = true` without a `randomizationWindow`: in the legacy
+/// form the window is the whole data (seed 001: "defaults either to the size of the whole
+/// dataset in samples"; CNTK-BEHAVIOUR §5.5: `SIZE_MAX>>2` samples); the composite form keeps
+/// CNTK's error (`CompositeDataReader.cpp` raises a LogicError).
+#[test]
+fn sample_based_window_without_a_size_is_the_whole_data_in_the_legacy_form() {
+    use ctf_reader::WindowSize;
+    let c = read(&legacy(
+        "    sampleBasedRandomizationWindow = true",
+        ONE_INPUT,
+    ));
+    assert_eq!(c.window(), WindowSize::Samples(u64::MAX));
+    assert!(c.shuffles());
+    // Composite: an error at the key (line 2, column 3).
+    let text = "reader = {\n  sampleBasedRandomizationWindow = true\n  deserializers = ({ type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    input = { x = { dim = 1; format = \"dense\" } } })\n}\n";
+    assert_error(
+        text,
+        2,
+        3,
+        &["'sampleBasedRandomizationWindow = true' needs a 'randomizationWindow' in samples"],
+    );
+}
+
+/// With `randomize = false` the window settings are ignored (seed 001: "this parameter is
+/// ignored, when randomize is false"), in both forms: no error, file order.
+#[test]
+fn window_settings_are_ignored_without_randomization() {
+    for params in [
+        "    randomize = false; sampleBasedRandomizationWindow = true",
+        "    randomize = false; sampleBasedRandomizationWindow = true; randomizationWindow = 0",
+    ] {
+        let c = read(&legacy(params, ONE_INPUT));
+        assert!(!c.randomize && !c.shuffles(), "{params}");
+    }
+    let composite = |reader: &str| {
+        format!(
+            "reader = {{\n  {reader}\n  deserializers = ({{ type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    input = {{ x = {{ dim = 1; format = \"dense\" }} }} }})\n}}\n"
+        )
+    };
+    let c = read(&composite(
+        "randomize = false; sampleBasedRandomizationWindow = true",
+    ));
+    assert_eq!(c.form, ReaderForm::Composite);
+    assert!(!c.randomize && !c.shuffles());
+}
+
 #[test]
 fn invalid_timeline_settings_are_clear_errors() {
-    // Each error points at the key it is about (the parameters start on line 4); for a
-    // relation between two keys, at the one that is wrong.
+    // Each error points at the value that is wrong, or for a relation between two keys, at
+    // the key that is wrong (the parameters start on line 4).
     for (params, line, col, fragment) in [
         (
             "    randomizer = \"fancy\"",
@@ -1695,7 +1887,7 @@ fn invalid_timeline_settings_are_clear_errors() {
         (
             "    numDataPartitions = 0",
             4,
-            5,
+            25,
             "'numDataPartitions' must be at least 1",
         ),
         (
@@ -1717,12 +1909,6 @@ fn invalid_timeline_settings_are_clear_errors() {
             "'partitionIndex' (2) must be below 'numDataPartitions' (2)",
         ),
         (
-            "    randomize = false; sampleBasedRandomizationWindow = true",
-            4,
-            24,
-            "needs a 'randomizationWindow' in samples",
-        ),
-        (
             "    sampleBasedRandomizationWindow = true\n    randomizationWindow = 0",
             5,
             5,
@@ -1736,7 +1922,7 @@ fn invalid_timeline_settings_are_clear_errors() {
         "train = [\n  numDataPartitions = 0\n  {}]\n",
         legacy("", ONE_INPUT)
     );
-    assert_error(&text, 2, 3, &["'numDataPartitions' must be at least 1"]);
+    assert_error(&text, 2, 23, &["'numDataPartitions' must be at least 1"]);
     // So is the key of a composite reader's first deserializer.
     let text = "reader = {\n  deserializers = ({ type = \"CNTKTextFormatDeserializer\"; file = \"a\"\n    numDataPartitions = 3; partitionIndex = 7\n    input = { x = { dim = 1; format = \"dense\" } } })\n}\n";
     assert_error(text, 3, 28, &["'partitionIndex' (7) must be below"]);

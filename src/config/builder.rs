@@ -170,7 +170,8 @@ impl ReaderConfigBuilder {
         self
     }
 
-    /// Sets `randomizationWindow` (default: chosen by the reader form).
+    /// Sets `randomizationWindow` (default: 4 GiB / `chunkSizeInBytes` chunks, see
+    /// [`ReaderConfig::window`]).
     pub fn randomization_window(mut self, window: u64) -> Self {
         self.config.randomization_window = Some(window);
         self

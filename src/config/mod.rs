@@ -109,7 +109,8 @@ pub struct ReaderConfig {
     pub randomize: bool,
     /// Seed of the first sweep; sweep `s` uses `seed + s` (`randomizationSeed`, default 0).
     pub randomization_seed: u64,
-    /// `randomizationWindow`, in chunks or samples; `None` means the default.
+    /// `randomizationWindow`, in chunks or samples; `None` means the default (see
+    /// [`ReaderConfig::window`]).
     pub randomization_window: Option<u64>,
     /// `sampleBasedRandomizationWindow`; `None` means the default of the reader form.
     pub sample_based_randomization_window: Option<bool>,
@@ -182,8 +183,22 @@ pub enum WindowSize {
     Samples(u64),
 }
 
-/// The default randomization window: 128 chunks, as CNTK's V2 API.
-pub const DEFAULT_WINDOW_CHUNKS: u64 = 128;
+/// The bytes of data the default randomization window spans: 4 GiB (CNTK's `g_4GB`).
+pub const DEFAULT_WINDOW_BYTES: u64 = 4 << 30;
+
+/// The default randomization window, in chunks of `chunk_size_in_bytes`: about 4 GiB of data
+/// worth of chunks, `4 GiB / chunk_size_in_bytes` in integer division, as CNTK's legacy and
+/// composite readers compute it (`TextConfigHelper.cpp`, `CompositeDataReader.cpp`; seed 001:
+/// "128 when the chunk size equals 32MB"). So 128 for the default 32 MiB, 429,496 for
+/// 10,000-byte chunks, and 0 (file order, as CNTK's legacy reader) for chunks above 4 GiB.
+///
+/// For 0 (one sequence per chunk), where CNTK divides by zero, the window is `u64::MAX`
+/// chunks: the whole data, the limit of the division as the chunk size shrinks.
+pub fn default_window_chunks(chunk_size_in_bytes: u64) -> u64 {
+    DEFAULT_WINDOW_BYTES
+        .checked_div(chunk_size_in_bytes)
+        .unwrap_or(u64::MAX)
+}
 
 impl ReaderConfig {
     /// Starts a configuration built field by field.
@@ -204,8 +219,9 @@ impl ReaderConfig {
         self.randomize && self.window() != WindowSize::Chunks(0)
     }
 
-    /// The randomization window in effect (validation guarantees a sample-based window has
-    /// a size).
+    /// The randomization window in effect. Unset, it is [`default_window_chunks`] of
+    /// `chunk_size_in_bytes` in chunks, or, with `sampleBasedRandomizationWindow = true`, the
+    /// whole data (`u64::MAX` samples; CNTK's `SIZE_MAX >> 2` covers any corpus alike).
     pub fn window(&self) -> WindowSize {
         match (
             self.sample_based_randomization_window,
@@ -214,7 +230,7 @@ impl ReaderConfig {
             (Some(true), Some(samples)) => WindowSize::Samples(samples),
             (Some(true), None) => WindowSize::Samples(u64::MAX),
             (_, Some(chunks)) => WindowSize::Chunks(chunks),
-            (_, None) => WindowSize::Chunks(DEFAULT_WINDOW_CHUNKS),
+            (_, None) => WindowSize::Chunks(default_window_chunks(self.chunk_size_in_bytes)),
         }
     }
 
@@ -262,5 +278,22 @@ impl ReaderConfig {
             config.cache_index = joined.cache_index;
         }
         config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 4 GiB = 4294967296 bytes, divided by hand.
+    #[test]
+    fn default_window_chunks_is_four_gib_of_chunks() {
+        assert_eq!(default_window_chunks(33_554_432), 128);
+        assert_eq!(default_window_chunks(50_000), 85_899);
+        assert_eq!(default_window_chunks(10_000), 429_496);
+        assert_eq!(default_window_chunks(1), 4_294_967_296);
+        assert_eq!(default_window_chunks(4_294_967_296), 1);
+        assert_eq!(default_window_chunks(4_294_967_297), 0);
+        assert_eq!(default_window_chunks(0), u64::MAX);
     }
 }

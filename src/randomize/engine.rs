@@ -171,7 +171,7 @@ pub(crate) fn shuffle_sweep<S: Scheme, P: Slot>(
     }
     let mut rng = S::sequence_rng(seed, sweep);
     // When every window spans every chunk (a window at least as large as the corpus: the
-    // default on files of up to 128 chunks), both checks of a draw always pass: the draws
+    // default on files of up to 4 GiB), both checks of a draw always pass: the draws
     // do not depend on the slots, so they are made ahead.
     if windows.iter().all(|w| w.start == 0 && w.end as usize == n) {
         swap_across_sweep::<S, P>(&mut rng, &mut slots);

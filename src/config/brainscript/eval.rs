@@ -113,7 +113,9 @@ impl<'a> RecordValue<'a> {
     }
 
     /// The member called `name` in this record or, failing that, in the nearest enclosing
-    /// record that has one.
+    /// record that has one, by [`find`](Self::find)'s case-insensitive rule: how the reader
+    /// looks up its parameter keys. A reference in an expression is resolved by
+    /// [`resolve`](Self::resolve) instead.
     pub fn find_outward(&self, name: &str) -> Result<Option<MemberRef<'a>>, Error> {
         let mut current = Some(self.clone());
         while let Some(record) = current {
@@ -123,6 +125,29 @@ impl<'a> RecordValue<'a> {
             current = record.parent();
         }
         Ok(None)
+    }
+}
+
+impl<'a> RecordValue<'a> {
+    /// The member that the name `name`, written in an expression inside this record, refers
+    /// to: the nearest member spelled exactly `name`, searched outward through every
+    /// enclosing record, since BrainScript names are case-sensitive (CNTK's `ConfigRecord`
+    /// keeps its members in a plain `std::map`). Only when no record spells it so, the
+    /// member [`find_outward`](Self::find_outward) finds ignoring case.
+    pub fn resolve(&self, name: &str) -> Result<Option<MemberRef<'a>>, Error> {
+        let mut current = Some(self.clone());
+        while let Some(record) = current {
+            let members = &record.record().members;
+            if let Some(index) = members.iter().position(|m| m.name == name) {
+                return Ok(Some(MemberRef {
+                    member: &members[index],
+                    owner: record,
+                    index,
+                }));
+            }
+            current = record.parent();
+        }
+        self.find_outward(name)
     }
 }
 
@@ -202,13 +227,13 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Evaluates the name `name` as seen from inside `record`: its own member, or the nearest
-    /// enclosing record's; `None` if no record defines it.
+    /// enclosing record's (see [`RecordValue::resolve`]); `None` if no record defines it.
     pub fn lookup(
         &mut self,
         record: &RecordValue<'a>,
         name: &str,
     ) -> Result<Option<Value<'a>>, Error> {
-        match record.find_outward(name)? {
+        match record.resolve(name)? {
             Some(found) => self.eval_member(&found).map(Some),
             None => Ok(None),
         }
@@ -291,7 +316,7 @@ impl<'a> Evaluator<'a> {
 
     #[inline(never)]
     fn name(&mut self, name: &str, pos: Pos, scope: &RecordValue<'a>) -> Result<Value<'a>, Error> {
-        match scope.find_outward(name)? {
+        match scope.resolve(name)? {
             Some(found) => self.eval_member(&found),
             None => Err(Error::new(pos, format!("unknown name '{name}'"))),
         }
@@ -656,6 +681,38 @@ mod tests {
         assert_eq!(eval_x("dim = 3\nDim = 4\nx = Dim").unwrap(), "4");
         let err = eval_x("dim = 3\nDim = 4\nx = DIM").unwrap_err();
         assert!(err.message().contains("ambiguous"));
+    }
+
+    /// A reference takes the nearest member spelled exactly as it is, searched outward
+    /// through every enclosing record, before any member of another case (BrainScript is
+    /// case-sensitive); only without one anywhere does case not matter.
+    #[test]
+    fn references_prefer_an_exact_spelling_anywhere_outward() {
+        // Not a cycle: `File` is the top-level member.
+        assert_eq!(
+            eval_x("File = 1\nr = [ file = File ]\nx = r.file").unwrap(),
+            "1"
+        );
+        // Not the sibling `format`.
+        assert_eq!(
+            eval_x("Format = 'sparse'\nr = [ format = 'dense'; dim = Format ]\nx = r.dim").unwrap(),
+            "\"sparse\""
+        );
+        assert_eq!(
+            eval_x("A = 1\nx = [ a = 2; r = [ y = A ] ].r.y").unwrap(),
+            "1"
+        );
+        // The nearest exact spelling wins over an outer one.
+        assert_eq!(
+            eval_x("a = 1\nx = [ a = 2; r = [ y = a ] ].r.y").unwrap(),
+            "2"
+        );
+        // No exact spelling anywhere: the nearest match ignoring case.
+        assert_eq!(
+            eval_x("A = 1\nx = [ B = 2; r = [ y = b ] ].r.y").unwrap(),
+            "2"
+        );
+        assert_eq!(eval_x("A = 1\nx = [ r = [ y = a ] ].r.y").unwrap(), "1");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! point at the offending value.
 
 use crate::config::brainscript::Pos;
-use crate::config::{ConfigError, ReaderConfig, StorageFormat};
+use crate::config::{ConfigError, ReaderConfig, ReaderForm, StorageFormat};
 
 /// Largest `dim`: sparse indices are 32-bit signed integers, and a dense sample of that dim
 /// already takes 8 GiB (a larger one could not even be sized on some platforms, and a
@@ -25,6 +25,8 @@ pub(crate) struct Origin {
     /// found (the reader record, a deserializer or an enclosing record), by its name as CNTK
     /// spells it (`numDataPartitions`).
     pub keys: Vec<(&'static str, Pos)>,
+    /// Where the value of each of those parameters was written, likewise.
+    pub values: Vec<(&'static str, Pos)>,
     /// The reader-level parameters given by options beside the configuration instead (see
     /// [`ConfigOverrides`](crate::config::ConfigOverrides)), each with its option's name.
     pub options: Vec<(&'static str, &'static str)>,
@@ -93,6 +95,16 @@ impl Origin {
             (None, Some(_)) => format!("{value} (parameter '{name}')"),
             (None, None) => format!("{value} (the default; '{name}' is not set)"),
         }
+    }
+
+    /// Where the value of the reader-level parameter `name` was written, if it was; else
+    /// where its key was, else the record holding the parameters.
+    fn value_or_key(&self, name: &str) -> Option<Pos> {
+        self.values
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|&(_, pos)| pos)
+            .or(self.key_or_params(name))
     }
 
     /// Where the key of the reader-level parameter `name` was written, if it was.
@@ -233,8 +245,13 @@ pub(crate) fn validate(config: ReaderConfig, origin: &Origin) -> Result<ReaderCo
         ));
     }
     check_partition(&config, origin)?;
-    if config.sample_based_randomization_window == Some(true) {
+    // The window settings are ignored when `randomize` is false (seed 001).
+    if config.randomize && config.sample_based_randomization_window == Some(true) {
         match config.randomization_window {
+            // The whole data, as CNTK's legacy reader (`SIZE_MAX >> 2` samples; see
+            // `ReaderConfig::window`).
+            None if config.form == ReaderForm::Legacy => {}
+            // CNTK's composite reader raises a LogicError here.
             None => {
                 return Err(origin.error(
                     origin.key_or_params("sampleBasedRandomizationWindow"),
@@ -266,7 +283,8 @@ fn check_partition(config: &ReaderConfig, origin: &Origin) -> Result<(), ConfigE
             Some(option) => format!("{option} must be at least 1"),
             None => format!("parameter '{workers_key}' must be at least 1"),
         };
-        return Err(origin.error(origin.key_or_params(workers_key), message));
+        // A wrong value: pointed at the value.
+        return Err(origin.error(origin.value_or_key(workers_key), message));
     }
     if rank < workers {
         return Ok(());

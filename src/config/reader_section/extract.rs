@@ -7,11 +7,12 @@
 //! default". An unquoted name that is not defined anywhere is taken as a string, as CNTK's
 //! legacy configuration language does (`format = dense`, `randomize = none`).
 
-use crate::config::brainscript::{Error, Evaluator, ExprKind, Pos, RecordValue, Value};
+use crate::config::brainscript::{Error, Evaluator, Expr, ExprKind, Pos, RecordValue, Value};
 use crate::config::builder::{defaults, validate, InputOrigin, JoinedOrigin, Origin};
 use crate::config::{
-    ConfigError, ConfigOverrides, ConfigWarning, InputConfig, JoinedDeserializer, Precision,
-    RandomizerKind, ReaderConfig, ReaderForm, StorageFormat, DEFAULT_WINDOW_CHUNKS,
+    default_window_chunks, ConfigError, ConfigOverrides, ConfigWarning, InputConfig,
+    JoinedDeserializer, Precision, RandomizerKind, ReaderConfig, ReaderForm, StorageFormat,
+    DEFAULT_CHUNK_SIZE_IN_BYTES,
 };
 
 use super::keys::{is_reader_key, reader_keys, suggest, INPUT_PARAMS};
@@ -33,6 +34,9 @@ struct Param<'a> {
     pos: Pos,
     /// Where its key was written.
     key: Pos,
+    /// Where each element was written, when the value is an array written in place
+    /// (`("a.ctf" : "b.ctf")`); empty otherwise.
+    element_pos: Vec<Pos>,
     /// The `ctf` option that can stand in for it (`--file`, `--input`), if any.
     stand_in: Option<&'static str>,
 }
@@ -54,12 +58,12 @@ const READER_WIDE_PARAMS: [(&str, WrittenValue); 13] = [
     ("randomize", |c| c.randomize.to_string()),
     ("randomizationSeed", |c| c.randomization_seed.to_string()),
     // Unset acts as the default window in chunks (see `ReaderConfig::window`); with a
-    // sample-based window it is an error found later.
+    // sample-based window it is the whole data (or an error found later).
     ("randomizationWindow", |c| {
         match (c.randomization_window, c.sample_based_randomization_window) {
             (Some(window), _) => window.to_string(),
             (None, Some(true)) => "'none'".to_string(),
-            (None, _) => DEFAULT_WINDOW_CHUNKS.to_string(),
+            (None, _) => default_window_chunks(c.chunk_size_in_bytes).to_string(),
         }
     }),
     // Unset acts as false (see `ReaderConfig::window`).
@@ -189,7 +193,21 @@ fn macro_in(text: &str) -> Option<&str> {
     None
 }
 
+/// Where each element of `expr` was written, when it is an array written in place; empty
+/// otherwise.
+fn element_positions(expr: &Expr) -> Vec<Pos> {
+    match &expr.kind {
+        ExprKind::Array(items) => items.iter().map(|item| item.pos).collect(),
+        _ => Vec::new(),
+    }
+}
+
 impl Param<'_> {
+    /// Where element `index` of an array value was written, else where the value was.
+    fn element_pos(&self, index: usize) -> Pos {
+        self.element_pos.get(index).copied().unwrap_or(self.pos)
+    }
+
     fn described(&self) -> String {
         match &self.raw {
             Raw::Word(w) => format!("the undefined name '{w}'"),
@@ -323,7 +341,7 @@ impl<'a> Extractor<'_, 'a> {
         let pos = expr.pos;
         let key_pos = found.member.pos;
         let undefined_word = match &expr.kind {
-            ExprKind::Ident(name) => match found.owner.find_outward(name) {
+            ExprKind::Ident(name) => match found.owner.resolve(name) {
                 Ok(None) => Some(name.clone()),
                 Ok(Some(_)) => None,
                 Err(e) => return Err(self.script_error(&e)),
@@ -343,6 +361,7 @@ impl<'a> Extractor<'_, 'a> {
             raw,
             pos,
             key: key_pos,
+            element_pos: element_positions(expr),
             stand_in,
         };
         if param
@@ -417,7 +436,8 @@ impl<'a> Extractor<'_, 'a> {
                     .eval
                     .eval_member(&found)
                     .map_err(|e| self.eval_error("parameter 'deserializers'", None, pos, &e))?;
-                let deserializers = self.deserializers(value, pos)?;
+                let element_pos = element_positions(&found.member.value);
+                let deserializers = self.deserializers(value, pos, &element_pos)?;
                 if !self.overrides.inputs.is_empty() && deserializers.len() > 1 {
                     return Err(ConfigError::at(
                         &self.source,
@@ -433,6 +453,7 @@ impl<'a> Extractor<'_, 'a> {
                 // macro there unless a later deserializer meets one too (the same one, in a
                 // `file` they share, or in a name they both use).
                 let later_files_free = self.files_free_of_macros(&deserializers[1..]);
+                let reader_chunk_size = self.reader_chunk_size(reader)?;
                 let mut merged: Option<(ReaderConfig, Origin)> = None;
                 for (d, deserializer) in deserializers.iter().enumerate() {
                     self.check_keys(deserializer, None)?;
@@ -441,14 +462,16 @@ impl<'a> Extractor<'_, 'a> {
                         file: (primary && later_files_free).then_some("--file"),
                         input: (deserializers.len() == 1).then_some("--input"),
                     };
-                    let (config, origin) =
+                    let (mut config, origin) =
                         self.parameters(deserializer, ReaderForm::Composite, primary)?;
+                    size_default_window(&mut config, reader_chunk_size);
                     merged = Some(match merged {
                         None => {
                             // The reader record's reader-level values, its own or an
                             // enclosing record's (CNTK reads them there), must agree with the
                             // first deserializer's, which hold for the whole reader.
                             let mut reader_view = defaults();
+                            reader_view.chunk_size_in_bytes = reader_chunk_size;
                             self.reader_wide(reader, &mut reader_view, &mut Origin::default())?;
                             self.check_agreement(
                                 reader,
@@ -495,6 +518,17 @@ impl<'a> Extractor<'_, 'a> {
         }
     }
 
+    /// The reader-level `chunkSizeInBytes` of a composite reader: the reader record's or an
+    /// enclosing record's, else the default. CNTK sizes the default randomization window by
+    /// it (`CompositeDataReader.cpp`), whatever the deserializers' own.
+    fn reader_chunk_size(&mut self, reader: &RecordValue<'a>) -> Result<u64, ConfigError> {
+        let source = self.source.clone();
+        match self.reader_param(reader, "chunkSizeInBytes")? {
+            Some(p) => p.u64(&source),
+            None => Ok(DEFAULT_CHUNK_SIZE_IN_BYTES),
+        }
+    }
+
     /// Whether the `file` of each of `deserializers` evaluates without meeting a `$macro$`
     /// (its errors of any other kind are reported when it is read).
     fn files_free_of_macros(&mut self, deserializers: &[RecordValue<'a>]) -> bool {
@@ -510,22 +544,25 @@ impl<'a> Extractor<'_, 'a> {
     }
 
     /// The CTF deserializers of a composite reader, in order (a single record counts as one).
+    /// `pos` is where the value was written, `element_pos` where each element was, when it
+    /// is an array written in place.
     fn deserializers(
         &mut self,
         value: Value<'a>,
         pos: Pos,
+        element_pos: &[Pos],
     ) -> Result<Vec<RecordValue<'a>>, ConfigError> {
         let records = match value {
             Value::Record(r) => vec![r],
             Value::Array(items) => {
                 let mut records = Vec::new();
-                for item in items {
+                for (index, item) in items.into_iter().enumerate() {
                     match item {
                         Value::Record(r) => records.push(r),
                         other => {
                             return Err(ConfigError::at(
                                 &self.source,
-                                pos,
+                                element_pos.get(index).copied().unwrap_or(pos),
                                 format!(
                                     "each of 'deserializers' must be a record, got {}",
                                     other.type_name()
@@ -667,17 +704,20 @@ impl<'a> Extractor<'_, 'a> {
             config.files = match &p.raw {
                 Raw::Value(Value::Array(items)) => items
                     .iter()
-                    .map(|item| match item {
+                    .enumerate()
+                    .map(|(index, item)| match item {
                         Value::Str(s) => Param {
                             label: p.label.clone(),
                             raw: Raw::Value(Value::Str(s.clone())),
-                            pos: p.pos,
+                            pos: p.element_pos(index),
                             key: p.key,
+                            element_pos: Vec::new(),
                             stand_in: p.stand_in,
                         }
                         .string(src),
-                        other => Err(p.error(
+                        other => Err(ConfigError::at(
                             src,
+                            p.element_pos(index),
                             format!("parameter 'file' must be a string or an array of strings, but an element is {}", other.type_name()),
                         )),
                     })
@@ -891,6 +931,7 @@ impl<'a> Extractor<'_, 'a> {
         let found = self.reader_param(params, key)?;
         if let Some(p) = &found {
             origin.keys.push((key, p.key));
+            origin.values.push((key, p.pos));
         }
         Ok(found)
     }
@@ -967,6 +1008,20 @@ impl<'a> Extractor<'_, 'a> {
             config.defines_mb_size = flag.boolean(&src)?;
         }
         Ok((config, at))
+    }
+}
+
+/// Gives the deserializer `config` of a composite reader the default randomization window
+/// CNTK gives it: [`default_window_chunks`] of the reader-level chunk size
+/// (`reader_chunk_size`), not of the deserializer's own. The window is written only when no
+/// window is set, it counts chunks, and the two chunk sizes differ; otherwise
+/// [`ReaderConfig::window`] already gives that default.
+fn size_default_window(config: &mut ReaderConfig, reader_chunk_size: u64) {
+    if config.randomization_window.is_none()
+        && config.sample_based_randomization_window != Some(true)
+        && config.chunk_size_in_bytes != reader_chunk_size
+    {
+        config.randomization_window = Some(default_window_chunks(reader_chunk_size));
     }
 }
 

@@ -146,11 +146,14 @@ fn automatic<'a>(eval: &mut Evaluator<'a>) -> Result<RecordValue<'a>, SelectErro
     if let Some(reader) = member_record(eval, &root, "reader", "reader")? {
         return Ok(reader);
     }
-    let mut from_commands = Vec::new();
+    let mut from_commands: Vec<Candidate> = Vec::new();
     for name in command_names(root.record()) {
         if let Some(found) = root.find(&name)? {
             if let ExprKind::Record(section) = &found.member.value.kind {
-                if let Some((_, reader)) = section.find("reader").first() {
+                let reader = section.find("reader").first().map(|&(_, reader)| reader);
+                // A section named twice (`test:test`) names one reader.
+                let new = reader.filter(|r| from_commands.iter().all(|c| c.pos != r.pos));
+                if let Some(reader) = new {
                     from_commands.push(Candidate {
                         path: vec![found.member.name.clone(), reader.name.clone()],
                         pos: reader.pos,
