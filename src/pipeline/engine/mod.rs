@@ -315,8 +315,9 @@ pub struct MinibatchSource<T: Element> {
     /// The cache's capacity in parts for the window and the look-ahead (`None`: unbounded,
     /// `keepDataInMemory`): see [`fit_cache`](Self::fit_cache).
     window_capacity: Option<usize>,
-    /// The chunks' average samples, for how many chunks a span of samples touches
-    /// ([`fit_cache`](Self::fit_cache)).
+    /// The chunks the order draws from at a time (1 in file order), and their average
+    /// samples, for how many chunks a span of samples touches ([`fit_cache`](Self::fit_cache)).
+    window_chunks: usize,
     samples_per_chunk: u64,
     /// Whether the chunks without samples have been charged
     /// ([`Charging::charge_chunks_without_samples`]), so that later calls need not lock.
@@ -482,6 +483,7 @@ impl<T: Element> MinibatchSource<T> {
             position: 0,
             minibatches: 0,
             window_capacity: capacity,
+            window_chunks,
             samples_per_chunk: per_chunk,
             sampleless_charged: false,
             wait_time: Duration::ZERO,
@@ -734,13 +736,15 @@ impl<T: Element> MinibatchSource<T> {
     /// Sizes the chunk cache for `plan`. The planner asks for the parts of the sequences
     /// up to the look-ahead past the minibatch it plans, but the packers lag it by the
     /// batches of planned minibatches queued and being packed, and they need the parts of
-    /// the window around their own position. So the cache holds the window's parts, the
-    /// look-ahead's, and the parts of every chunk the batches in flight can span: a
-    /// smaller cache evicts parts a packer still needs, which it then reads again (with
-    /// windows of 4 to 12 chunks of 4 KB and minibatches of 256 samples, up to twice as many
-    /// loads as chunks in a sweep; with one sequence per chunk and minibatches of 1,000,
-    /// 100,000 sequences took 7.2 s, every insert also walking the pinned parts). Where
-    /// chunks hold many samples the batches span a chunk or two and the window dominates.
+    /// the window around their own position. So the cache holds the parts of the window and
+    /// of every chunk the look-ahead and the batches in flight can span, and one chunk of
+    /// slack, or the window's capacity if more: a smaller cache evicts parts a packer still
+    /// needs, which it then reads again (with windows of 4 to 12 chunks of 4 KB and
+    /// minibatches of 256 samples, up to twice as many loads as chunks in a sweep; with one
+    /// sequence per chunk and minibatches of 1,000, 100,000 sequences took 7.2 s, every
+    /// insert also walking the pinned parts). Where chunks hold many samples the batches
+    /// span a chunk or two, and the window's capacity (with twice the look-ahead) holds
+    /// them.
     /// At a sweep's end the packers still need the last window while the planner asks for
     /// the next sweep's first: with a window smaller than the corpus, a few parts of the
     /// two can evict each other there and be read again (holding two windows would double
@@ -759,15 +763,19 @@ impl<T: Element> MinibatchSource<T> {
         let in_flight = batches
             .saturating_mul(batch)
             .saturating_add(plan.ahead_samples);
-        // The chunks a span of `in_flight` samples touches, in the sweep's random chunk
-        // order (where chunks of every size mix), and two of slack: the one it starts
-        // inside, and one for chunks smaller than the average.
-        let chunks = usize::try_from(in_flight.div_ceil(self.samples_per_chunk.max(1)))
+        // The chunks a span of `in_flight` samples touches (at the corpus's average samples
+        // per chunk: in a random chunk order chunks of every size mix), with the one it
+        // starts inside.
+        let span = usize::try_from(in_flight.div_ceil(self.samples_per_chunk.max(1)))
             .unwrap_or(usize::MAX)
-            .saturating_add(2);
+            .saturating_add(1);
         let parts_per_chunk = self.shared.parts.parts_per_chunk();
-        let capacity = window_capacity
-            .saturating_add(chunks.saturating_mul(parts_per_chunk))
+        let capacity = self
+            .window_chunks
+            .saturating_add(span)
+            .saturating_add(1)
+            .saturating_mul(parts_per_chunk)
+            .max(window_capacity)
             .min(self.shared.parts.parts.len().max(window_capacity));
         self.shared.cache.set_capacity(Some(capacity));
     }
