@@ -940,3 +940,46 @@ fn threads_option_gives_the_same_summary_and_rejects_zero() {
     let huge = run_expect(&args("18446744073709551615"), None, 2);
     assert!(huge.stderr.contains("from 1 to 1024"), "{huge:?}");
 }
+
+/// A FIFO given to the commands that index is refused at once, by name, without opening it
+/// (which blocks until a writer comes): it used to wait for a writer, then fail with "Illegal
+/// seek (os error 29)".
+#[test]
+fn a_fifo_is_refused_by_the_commands_that_index() {
+    let dir = TempDir::new().unwrap();
+    let fifo = dir.path().join("pipe.ctf");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    for args in [
+        &["stats"][..],
+        &["index"],
+        &["read", "--mb-size", "1"],
+        &["bench"],
+    ] {
+        let command = args[0];
+        let mut child = Command::new(CTF)
+            .args(args)
+            .args(["--file", "pipe.ctf", "--input", "x:1:dense"])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                child.kill().unwrap();
+                panic!("ctf {command} waits on the FIFO");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let r = finish(command, child.wait_with_output().unwrap());
+        assert_eq!(r.code, 1, "ctf {command}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("pipe.ctf: error: a pipe or a socket cannot be indexed"),
+            "ctf {command}: {}",
+            r.stderr
+        );
+    }
+}

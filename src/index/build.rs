@@ -13,6 +13,7 @@
 
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileTypeExt;
 use std::sync::Arc;
 
 use crate::config::ReaderConfig;
@@ -322,6 +323,15 @@ impl Builder<'_> {
             file: data.name.clone(),
             error,
         };
+        // Before opening it: opening a FIFO without a writer blocks.
+        let kind = std::fs::metadata(&data.path).map_err(io_error)?.file_type();
+        if kind.is_fifo() || kind.is_socket() {
+            return Err(io_error(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a pipe or a socket cannot be indexed: reading through the index needs a file \
+                 that can be read at any offset (`ctf dump` and `ctf validate` stream it)",
+            )));
+        }
         let file = File::open(&data.path).map_err(io_error)?;
         let stamp = FileStamp::of_file(&file).map_err(io_error)?;
         let hash = content_hash(&file, stamp.size).map_err(io_error)?;
