@@ -417,7 +417,7 @@ pub(crate) fn check_checkpoint(
     if checkpoint.position > MAX_CHECKPOINT_POSITION {
         return Err(SourceError::Checkpoint(CheckpointError {
             message: format!(
-                "its position {} is past any a read reaches (at most 2^62 samples)",
+                "its position {} is past any position a read reaches (at most 2^62 samples)",
                 checkpoint.position
             ),
         }));

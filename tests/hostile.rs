@@ -482,7 +482,7 @@ fn engine_settings_and_restore_positions_out_of_range() {
             let r = read(&extra);
             assert_eq!(r.run.code, 2, "{hex_le}: {}", r.run.stderr);
             assert!(
-                r.run.stderr.contains("is past any a read reaches"),
+                r.run.stderr.contains("is past any position a read reaches"),
                 "{}",
                 r.run.stderr
             );
