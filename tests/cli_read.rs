@@ -272,16 +272,8 @@ fn more_files_than_the_descriptor_limit_are_read() {
         &["stats"],
         &["bench"],
     ] {
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg("ulimit -n 128; exec \"$0\" \"$@\"")
-            .arg(CTF)
-            .args(command)
-            .args(data)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        let r = finish(&format!("ctf {}", command[0]), out);
+        let args = [command, &data[..]].concat();
+        let r = run_after_shell("ulimit -n 128", &args, Some(dir.path()));
         assert_eq!(r.code, 0, "ctf {}: {}", command[0], r.stderr);
         let all = format!("{}{}", r.stdout, r.stderr);
         assert!(all.contains("300"), "ctf {}: {all}", command[0]);

@@ -15,12 +15,11 @@ mod engine_support;
 
 use std::io;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cli_support::{finish, s, CTF};
+use cli_support::s;
 use ctf_reader::chunks::fault::set_read_fault;
 use ctf_reader::minibatch::Minibatch;
 use ctf_reader::source::{MinibatchSource, ReadLimits, ReferenceSource, SourceError};
@@ -449,15 +448,8 @@ fn a_consumer_holding_every_minibatch_gets_them_all() {
 /// `limit_kib` KiB (`ulimit -f`, with SIGXFSZ ignored, so a write past the limit fails with
 /// EFBIG as on a full disk).
 fn ctf_with_full_disk(args: &[&str], limit_kib: u64) -> cli_support::Run {
-    let script = format!("trap '' XFSZ; ulimit -f {limit_kib}; exec \"$0\" \"$@\"");
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg(CTF)
-        .args(args)
-        .output()
-        .unwrap();
-    finish(&format!("ctf {} on a full disk", args.join(" ")), out)
+    let setup = format!("trap '' XFSZ; ulimit -f {limit_kib}");
+    cli_support::run_after_shell(&setup, args, None)
 }
 
 /// An index cache that cannot be written (the disk is full) is a warning: `ctf read` still

@@ -275,3 +275,19 @@ pub fn read_lines(stdout: &str) -> Vec<ReadLine> {
         })
         .collect()
 }
+
+/// Runs `ctf ARGS` in `dir` (or the current directory) through `sh`, after the shell
+/// commands `setup` (`ulimit -n 128`, say), and checks it as [`finish`] does.
+pub fn run_after_shell(setup: &str, args: &[&str], dir: Option<&Path>) -> Run {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("{setup}; exec \"$0\" \"$@\""))
+        .arg(CTF)
+        .args(args);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let out = command.output().unwrap();
+    finish(&format!("ctf {} after `{setup}`", args.join(" ")), out)
+}

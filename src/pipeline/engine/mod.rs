@@ -146,7 +146,7 @@ struct Shared<T> {
     /// without its cap) and the planner asks for no part ahead. Loading whole parts there
     /// pins, for every minibatch of random sequences, about a part per sequence beyond the
     /// budget, and reads each part again for nearly every minibatch. Set when the source
-    /// is made, from an estimate ([`reads_each_sequence`]), or later by a load that shows
+    /// is made, from an estimate ([`window_exceeds`]), or later by a load that shows
     /// the parts hold more parsed than that ([`Shared::note_parsed`]); never unset.
     reads_each_sequence: AtomicBool,
     /// Under a memory budget, with a window of more than one chunk: the text of the
@@ -199,19 +199,17 @@ fn wants_stash(config: &ReaderConfig, options: &PipelineOptions) -> bool {
 /// indexing ([`wants_stash`]).
 const FILE_ORDER_STASH_CHUNKS: u64 = 2;
 
-/// Whether the packers start reading each sequence themselves
-/// ([`Shared::reads_each_sequence`]): under `budget`, when the order draws from a window
-/// of more than one chunk (`window_text`: the text of its parts and the look-ahead's) and
-/// what those parts hold parsed, taken as twice their text, exceeds what the budget leaves
-/// the cache. (Parsed, a value takes 4 or 8 bytes where its text takes 2 or more, and each
-/// sequence has its records; loads correct the estimate upward, see
-/// [`Shared::note_parsed`].) In file order the parts are used one after another, and a
+/// Whether the window's parts and the look-ahead's (`window_text` bytes of text), holding
+/// `parsed` heap bytes per `text` bytes of text, exceed what `budget` leaves the cache when
+/// the largest minibatch takes `largest` bytes: then the packers read each sequence
+/// themselves ([`Shared::reads_each_sequence`]). A source starts from twice the text
+/// (parsed, a value takes 4 or 8 bytes where its text takes 2 or more, and each sequence has
+/// its records), and its loads correct that upward ([`Shared::note_parsed`]). Only for a
+/// window of more than one chunk: in file order the parts are used one after another, and a
 /// budget that holds one works.
-fn reads_each_sequence(budget: Option<&Budget>, window_text: Option<u64>) -> bool {
-    match (budget, window_text) {
-        (Some(budget), Some(text)) => text.saturating_mul(2) > budget.for_cache(0) as u64,
-        _ => false,
-    }
+fn window_exceeds(budget: &Budget, window_text: u64, parsed: u64, text: u64, largest: u64) -> bool {
+    let window_parsed = u128::from(window_text) * u128::from(parsed) / u128::from(text.max(1));
+    window_parsed > budget.for_cache(largest) as u128
 }
 
 impl<T> Shared<T> {
@@ -230,9 +228,8 @@ impl<T> Shared<T> {
         if text == 0 || self.reads_each_sequence() {
             return;
         }
-        let window_parsed = u128::from(window_text) * parsed as u128 / u128::from(text);
         let largest = self.largest_minibatch.load(Ordering::Relaxed);
-        if window_parsed > budget.for_cache(largest) as u128 {
+        if window_exceeds(budget, window_text, parsed as u64, text, largest) {
             self.reads_each_sequence.store(true, Ordering::Relaxed);
         }
     }
@@ -413,7 +410,10 @@ impl<T: Element> MinibatchSource<T> {
         });
         let window_text =
             (budget.is_some() && window_chunks > 1).then_some(window_parts as u64 * part_bytes);
-        let reads_each_sequence = reads_each_sequence(budget.as_ref(), window_text);
+        let reads_each_sequence = budget
+            .as_ref()
+            .zip(window_text)
+            .is_some_and(|(budget, text)| window_exceeds(budget, text, 2, 1, 0));
         let shared = SharedArc::new(Shared {
             parts,
             cache: ChunkCache::new(capacity),
