@@ -1028,6 +1028,86 @@ fn validate_errors_name_the_right_file_of_several() {
     assert_eq!((errors[0].file.as_str(), errors[0].line), ("b.ctf", 2));
 }
 
+/// A file that cannot be read, or that a file-level error stops, is one error: `validate`
+/// reports it and checks the files after it (it used to stop there, leaving them unchecked).
+#[test]
+fn validate_reports_a_file_it_cannot_read_and_goes_on_with_the_next() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "a.ctf", "1 |v 1\n2 |v 2\n");
+    write(dir.path(), "empty.ctf", "");
+    // UTF-16 (a BOM): a file-level error at its first line.
+    write(dir.path(), "utf16.ctf", b"\xff\xfe1\x00 \x00|\x00v\x00");
+    write(dir.path(), "b.ctf", "3 |v 3\n4 |v x\n5 |v 5\n");
+    let r = run_expect(
+        &[
+            "validate",
+            "--file",
+            "missing.ctf",
+            "--file",
+            "a.ctf",
+            "--file",
+            "empty.ctf",
+            "--file",
+            "utf16.ctf",
+            "--file",
+            "b.ctf",
+            "--input",
+            "v:1:dense",
+        ],
+        Some(dir.path()),
+        1,
+    );
+    let file_errors: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| parse_diag(l).is_none())
+        .collect();
+    assert_eq!(file_errors.len(), 2, "{}", r.stderr);
+    assert!(
+        file_errors[0].starts_with("missing.ctf: error: cannot read: "),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        file_errors[1].starts_with("empty.ctf: error: "),
+        "{}",
+        r.stderr
+    );
+    let located = diags(&r.stderr, "error");
+    let at: Vec<(&str, u64)> = located.iter().map(|d| (d.file.as_str(), d.line)).collect();
+    assert_eq!(at, [("utf16.ctf", 1), ("b.ctf", 2)], "{}", r.stderr);
+    // Diagnostics in file order, and the summary counts the four.
+    let order: Vec<&str> = r
+        .stderr
+        .lines()
+        .map(|l| &l[..l.find(':').unwrap()])
+        .collect();
+    assert_eq!(order, ["missing.ctf", "empty.ctf", "utf16.ctf", "b.ctf"]);
+    assert_eq!(summary_n(&r.stdout, "errors"), 4, "{}", r.stdout);
+    assert_eq!(summary(&r.stdout, "sequences"), "4 valid, 1 invalid");
+    assert_eq!(summary_n(&r.stdout, "files"), 5);
+    // `dump` still stops at the missing file, delivering nothing after it.
+    let r = run_expect(
+        &[
+            "dump",
+            "--file",
+            "missing.ctf",
+            "--file",
+            "a.ctf",
+            "--input",
+            "v:1:dense",
+        ],
+        Some(dir.path()),
+        1,
+    );
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(
+        r.stderr.starts_with("missing.ctf: error: cannot read: "),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn validate_counts_the_configurations_warnings_in_its_summary() {
     let dir = TempDir::new().unwrap();

@@ -380,6 +380,63 @@ fn the_streaming_reader_fails_on_a_file_changed_while_it_reads() {
     }
 }
 
+/// Under `ReportAll` (`ctf validate`), a file-level error inside a file (here a line longer
+/// than the limit, in the middle of a three-line sequence) is reported once, after the
+/// errors of the lines before it; the sequences completed before it are delivered, the
+/// sequence it cuts is neither delivered nor counted, and the next file is read whole.
+#[test]
+fn the_streaming_reader_reports_a_fatal_error_of_a_file_and_reads_the_next() {
+    use ctf_reader::reader::{ErrorPolicy, SequenceReader};
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.ctf");
+    let long = format!("7 |x 1 {} |y 1:1\n", "2".repeat(200));
+    let text = format!(
+        "5 |x 1 2 |y 0:1\n6 |x 1 q |y 0:1\n7 |x 1 2 |y 2:1\n{long}7 |x 3 4 |y 3:1\n8 |x 5 6 |y 4:1\n"
+    );
+    std::fs::write(&first, text).unwrap();
+    let second = write_corpus(dir.path(), "second.ctf", 3);
+    let first = first.to_string_lossy().into_owned();
+    let cfg = ReaderConfig::builder()
+        .file(&first)
+        .file(&second)
+        .input(InputConfig::dense("x", 2))
+        .input(InputConfig::sparse("y", 5))
+        .trace_level(0)
+        .build()
+        .unwrap();
+    let reported = Arc::new(Mutex::new(Vec::new()));
+    let sink_target = Arc::clone(&reported);
+    let sink = Box::new(move |file: &str, d: &ctf_reader::Diagnostic| {
+        sink_target
+            .lock()
+            .unwrap()
+            .push((file.to_string(), d.line, d.message.clone()));
+    });
+    let mut reader = SequenceReader::<f32>::new(&cfg, ErrorPolicy::ReportAll, sink);
+    reader.limit_line_bytes(100);
+    let mut keys = Vec::new();
+    while let Some(batch) = reader.next_batch().unwrap() {
+        keys.extend(batch.sequences.iter().map(|s| s.key));
+    }
+    // Sequence 7 is cut by the long line; 8 comes after it in the file given up.
+    assert_eq!(keys, [5, 0, 1, 2]);
+    let reported = reported.lock().unwrap().clone();
+    let at: Vec<(&str, u64)> = reported.iter().map(|(f, l, _)| (f.as_str(), *l)).collect();
+    assert_eq!(
+        at,
+        [(first.as_str(), 2), (first.as_str(), 4)],
+        "{reported:?}"
+    );
+    assert!(reported[1].2.contains("100"), "{reported:?}");
+    let counts = reader.counts();
+    assert_eq!(
+        (counts.sequences, counts.invalid_sequences, counts.errors),
+        (4, 1, 2)
+    );
+    assert_eq!(reader.file_errors().len(), 1);
+}
+
 #[test]
 fn a_paused_consumer_means_back_pressure() {
     let dir = tempfile::tempdir().unwrap();

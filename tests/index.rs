@@ -61,7 +61,8 @@ struct Read {
 
 fn via_stream(config: &ReaderConfig) -> Result<Read, String> {
     let out = read_all::<f64>(config, ErrorPolicy::ReportAll);
-    if let Some(e) = out.error {
+    // The index stops at the first file-level error, which `ReportAll` reads past.
+    if let Some(e) = out.error.or(out.file_errors.into_iter().next()) {
         return Err(e.to_string());
     }
     Ok(Read {

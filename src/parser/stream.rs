@@ -379,6 +379,17 @@ impl<T: Element> StreamParser<T> {
         self.counts = ParseCounts::default();
     }
 
+    /// Gives up the current file after a fatal error of its own (it cannot be read on, or
+    /// [`feed`](Self::feed) refused it): the sequence it left open is dropped, neither
+    /// delivered nor counted, and so are the bytes of its unfinished line. The sequences it
+    /// completed stay. Call [`start_file`](Self::start_file) before the next file.
+    pub fn abandon_file(&mut self) {
+        if self.open.take().is_some() {
+            self.out.rollback_sequence();
+        }
+        self.carry.clear();
+    }
+
     /// Prepares for the next file of the corpus; its line-mode keys start at `key_base`.
     /// Ids seen in earlier files stay seen (keys are unique across the corpus).
     pub fn start_file(&mut self, key_base: u64) {

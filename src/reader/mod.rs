@@ -41,7 +41,10 @@ pub enum ErrorPolicy {
     /// Skip up to `maxErrors` invalid sequences, reporting each one's first error (at
     /// `traceLevel >= 1`); fail on the next one.
     Budget,
-    /// Report every error and warning and never fail on data errors (`ctf validate`).
+    /// Report every error and warning and never fail on data errors (`ctf validate`). A
+    /// file that cannot be opened or read on, or that a file-level error stops (empty,
+    /// UTF-16, a line too long, changed while read), is reported as one error and the read
+    /// goes on with the next file.
     ReportAll,
 }
 
@@ -102,6 +105,30 @@ impl fmt::Display for ReadError {
 }
 
 impl std::error::Error for ReadError {}
+
+impl ReadError {
+    /// The file the error is about, and the error as a diagnostic of that file (at its line
+    /// and column when it has them), so that a read that goes on past it can report it as
+    /// it reports the data's errors.
+    pub fn as_diagnostic(&self) -> (&str, Diagnostic) {
+        match self {
+            ReadError::Io { file, error } => (
+                file,
+                Diagnostic::of_whole_file(Severity::Error, format!("cannot read: {error}")),
+            ),
+            ReadError::Fatal { file, error } => (
+                file,
+                Diagnostic::new(
+                    Severity::Error,
+                    error.line,
+                    error.col,
+                    error.message.clone(),
+                ),
+            ),
+            ReadError::TooManyErrors { file, last, .. } => (file, last.clone()),
+        }
+    }
+}
 
 /// Receives the diagnostics a read reports, with the file they refer to: those of the data,
 /// and for the readers that index (the sources, a composite reader) the warnings of
@@ -280,6 +307,8 @@ pub struct SequenceReader<T> {
     sink: DiagnosticSink,
     /// Line-mode key of the next file's first line.
     next_key_base: u64,
+    /// The file-level errors read past ([`ErrorPolicy::ReportAll`]), one per file given up.
+    file_errors: Vec<ReadError>,
     done: bool,
     /// For a composite reader: the chunks of the first deserializer, joined.
     indexed: Option<indexed::IndexedWalk<T>>,
@@ -308,6 +337,7 @@ impl<T: Element> SequenceReader<T> {
             budget: ErrorBudget::for_config(config),
             sink,
             next_key_base: 0,
+            file_errors: Vec::new(),
             done: false,
             indexed: None,
         };
@@ -350,12 +380,24 @@ impl<T: Element> SequenceReader<T> {
     }
 
     /// Counts so far (lines, sequences, errors, warnings). A composite reader counts
-    /// sequences, errors and warnings, not lines.
+    /// sequences, errors and warnings, not lines. The errors include the file-level errors
+    /// that [`ErrorPolicy::ReportAll`] reported and read past, one per file.
     pub fn counts(&self) -> ParseCounts {
         match &self.indexed {
             Some(walk) => walk.counts(),
-            None => self.parser.counts(),
+            None => {
+                let mut counts = self.parser.counts();
+                counts.errors += self.file_errors.len() as u64;
+                counts
+            }
         }
+    }
+
+    /// The file-level errors that [`ErrorPolicy::ReportAll`] reported and read past, in file
+    /// order (a file that could not be opened or read on, or that an empty file, UTF-16 text
+    /// or a line too long stopped); the other policy stops at the first.
+    pub fn file_errors(&self) -> &[ReadError] {
+        &self.file_errors
     }
 
     /// The next batch of complete, valid sequences in file order, or `None` at the end.
@@ -386,7 +428,14 @@ impl<T: Element> SequenceReader<T> {
             };
         }
         while !self.done {
-            if let Err(error) = self.read_step().and_then(|()| self.apply_policy()) {
+            let step = match self.read_step() {
+                Err(error) if self.policy == ErrorPolicy::ReportAll => {
+                    self.give_up_file(error);
+                    Ok(())
+                }
+                read => read.and_then(|()| self.apply_policy()),
+            };
+            if let Err(error) = step {
                 if self.parser.sequences().is_empty() {
                     self.done = true;
                     return Err(error);
@@ -523,6 +572,23 @@ impl<T: Element> SequenceReader<T> {
         })
     }
 
+    /// Under [`ErrorPolicy::ReportAll`], after the step that failed with `error`: reports the
+    /// diagnostics of the lines the step parsed before it, then `error`, and leaves the rest
+    /// of the file unread (its open sequence dropped), so that the next step opens the next
+    /// file. Its completed sequences are still delivered.
+    fn give_up_file(&mut self, error: ReadError) {
+        // (Never fails under this policy: it only reports.)
+        let _ = self.apply_policy();
+        let (file, diagnostic) = error.as_diagnostic();
+        (self.sink)(file, &diagnostic);
+        self.file_errors.push(error);
+        if self.current.take().is_some() {
+            // Later files' line-mode keys continue after the lines read of this one.
+            self.next_key_base += self.parser.lines_in_file();
+        }
+        self.parser.abandon_file();
+    }
+
     /// Reports the diagnostics of the last step and charges the invalid sequences it
     /// completed to the budget. When the budget is exceeded, the batch is cut before the
     /// failing sequence.
@@ -560,6 +626,9 @@ pub struct ReadOutcome<T> {
     pub counts: ParseCounts,
     /// The error that stopped the read, if any.
     pub error: Option<ReadError>,
+    /// The file-level errors read past under [`ErrorPolicy::ReportAll`], in file order
+    /// ([`SequenceReader::file_errors`]); reported among `diagnostics` too.
+    pub file_errors: Vec<ReadError>,
 }
 
 /// Reads a whole corpus into memory: for tests and small files (memory grows with the data).
@@ -603,6 +672,7 @@ pub fn read_all<T: Element>(config: &ReaderConfig, policy: ErrorPolicy) -> ReadO
         }
     };
     let counts = reader.counts();
+    let file_errors = std::mem::take(&mut reader.file_errors);
     drop(reader);
     let diagnostics = match Arc::try_unwrap(collected) {
         Ok(m) => m.into_inner().unwrap_or_default(),
@@ -613,5 +683,6 @@ pub fn read_all<T: Element>(config: &ReaderConfig, policy: ErrorPolicy) -> ReadO
         diagnostics,
         counts,
         error,
+        file_errors,
     }
 }
