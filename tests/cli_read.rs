@@ -239,6 +239,31 @@ fn the_checksum_of_no_stored_value_is_zero() {
     );
 }
 
+/// A checksum is printed as `dump` prints numbers: huge and tiny sums with an exponent (two
+/// f32 maxima summed were printed as a 39-digit integer, which JSON readers take for an
+/// integer), others as plain decimals; each parses back to the exact sum.
+#[test]
+fn checksums_are_printed_in_the_shortest_form_with_an_exponent_when_huge_or_tiny() {
+    let dir = TempDir::new().unwrap();
+    // f32 values: 3.4028235e38 (the maximum), 1e-7, 0.5, 1e16, 0.25.
+    write(
+        dir.path(),
+        "n.ctf",
+        "1 |a 3.4028235e38 |b 0.0000001 |c 0.5 |d 1e16\n\
+         2 |a 3.4028235e38 |b 0.0000001 |c 0.25 |d 1\n",
+    );
+    let mut args = vec!["read", "--file", "n.ctf", "--mb-size", "2", "--jsonl"];
+    for input in ["a:1:dense", "b:1:dense", "c:1:dense", "d:1:dense"] {
+        args.extend(["--input", input]);
+    }
+    let r = run_expect(&args, Some(dir.path()), 0);
+    let a = 2.0 * f64::from(f32::MAX);
+    let b = 2.0 * f64::from(1e-7f32);
+    let d = f64::from(1e16f32) + 1.0;
+    let expected = format!("\"checksum\":{{\"a\":{a:e},\"b\":{b:e},\"c\":0.75,\"d\":{d:e}}}");
+    assert!(r.stdout.contains(&expected), "{expected}\n{}", r.stdout);
+}
+
 /// `mb` numbers the run's minibatches, not its lines (README "The `ctf` tool"): a minibatch
 /// holding only an invalid sequence (within `maxErrors`) prints no line but keeps its
 /// number, so each rank's lines carry the global minibatch's number.

@@ -220,12 +220,14 @@ fn push_minibatch<T: Element>(
     );
 }
 
-/// A double as JSON (integers without a fraction; never NaN or infinite in valid data, but
-/// those become `null`).
+/// A double as JSON, in `dump`'s form: the shortest that parses back to it, integers without
+/// a fraction, an exponent from 1e16 on and from 1e-5 down (so a huge sum is not a 300-digit
+/// integer that a JSON reader takes for an integer); never NaN or infinite in valid data,
+/// but an overflowing sum becomes `null`.
 fn push_number(out: &mut String, v: f64) {
     if !v.is_finite() {
         out.push_str("null");
     } else {
-        let _ = write!(out, "{v}");
+        v.write_shortest(out);
     }
 }
