@@ -1108,6 +1108,39 @@ fn validate_reports_a_file_it_cannot_read_and_goes_on_with_the_next() {
     );
 }
 
+/// A sequence does not continue into the next file: the same id on the last line of one
+/// file and the first of the next is a repeat, and the message says the lines must be in
+/// one file (it said "adjacent lines", which they are).
+#[test]
+fn an_id_repeated_at_the_start_of_the_next_file_is_a_repeat_of_another_file() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "a.ctf", "5 |v 1\n");
+    write(dir.path(), "b.ctf", "5 |v 2\n6 |v 3\n");
+    let r = run_expect(
+        &[
+            "validate",
+            "--file",
+            "a.ctf",
+            "--file",
+            "b.ctf",
+            "--input",
+            "v:1:dense",
+        ],
+        Some(dir.path()),
+        1,
+    );
+    let errors = diags(&r.stderr, "error");
+    assert_eq!(errors.len(), 1, "{}", r.stderr);
+    assert_eq!((errors[0].file.as_str(), errors[0].line), ("b.ctf", 1));
+    assert!(
+        errors[0]
+            .message
+            .ends_with("(an id may repeat only on adjacent lines of one file)"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn validate_counts_the_configurations_warnings_in_its_summary() {
     let dir = TempDir::new().unwrap();

@@ -945,6 +945,54 @@ fn a_first_id_after_a_carriage_return_is_listed_as_written() {
     }
 }
 
+/// A primary sequence whose key the other deserializer lacks keeps its place on the
+/// timeline, counted from the primary's inputs alone (README "Composite readers"): its
+/// `definesMBSize` input's samples when it has it, else its longest input's, whichever
+/// other input would define the size.
+#[test]
+fn a_sequence_with_a_missing_key_counts_the_primary_samples_on_the_timeline() {
+    let dir = TempDir::new().unwrap();
+    // Key 2: `a` 1 sample, `p` 3; the labels lack it.
+    put(
+        dir.path(),
+        "A.ctf",
+        "1 |a 1 |p 1\n2 |a 2 |p 1\n2 |p 2\n2 |p 3\n3 |a 3 |p 1\n",
+    );
+    put(dir.path(), "B.ctf", "1 |b 1\n3 |b 3\n");
+    let input = |name: &str, defines: &str| {
+        let flag = if name == defines {
+            "; definesMBSize = true"
+        } else {
+            ""
+        };
+        format!("{name} = [ dim = 1 ; format = \"dense\" {flag} ]")
+    };
+    for (defines, key_2_samples) in [("a", 1), ("p", 3), ("b", 3), ("", 3)] {
+        let config = format!(
+            "reader = [ randomize = false ; maxErrors = 1 ; traceLevel = 0\n \
+             deserializers = ( [ type = \"CNTKTextFormatDeserializer\" ; file = \"A.ctf\" ; \
+             input = [ {} ; {} ] ] : [ type = \"CNTKTextFormatDeserializer\" ; \
+             file = \"B.ctf\" ; input = [ {} ] ] ) ]\n",
+            input("a", defines),
+            input("p", defines),
+            input("b", defines)
+        );
+        put(dir.path(), "c.cntk", config);
+        let r = run_expect(
+            &["read", "c.cntk", "--mb-size", "1", "--jsonl"],
+            Some(dir.path()),
+            0,
+        );
+        let at: Vec<(Vec<u64>, u64)> = parse_lines(&r.stdout)
+            .iter()
+            .map(|l| (l.keys.clone(), l.position))
+            .collect();
+        // Keys 1 and 3 have one sample each.
+        let expected = [(vec![1], 1), (vec![3], 1 + key_2_samples + 1)];
+        assert_eq!(at, expected, "definesMBSize {defines:?}: {}", r.stdout);
+    }
+}
+
 #[test]
 fn validate_reports_every_missing_key_and_the_unmatched_ones() {
     let mut t = two_files(30, 19);

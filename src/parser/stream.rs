@@ -163,7 +163,7 @@ impl RepeatCheck {
         } else {
             format!(
                 "sequence id {id} was already used by an earlier sequence (an id may repeat \
-                 only on adjacent lines)"
+                 only on adjacent lines of one file)"
             )
         })
     }
