@@ -4,14 +4,17 @@
 //! build leaves the source tree untouched and CI's `git diff --exit-code include/` catches a
 //! header that was not regenerated. Builds with `--cfg loom` (the loom models, in their own
 //! target directory) skip the generation: they do not build the C ABI's users.
+//!
+//! On ELF systems it also sets the shared library's SONAME (`set_soname`).
 
 use std::env;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/ffi");
+    set_soname();
     if env::var_os("CARGO_CFG_LOOM").is_some() {
         return;
     }
@@ -52,6 +55,34 @@ fn main() {
         },
         ..Default::default()
     };
+    write_header(&root, config);
+}
+
+/// Gives the shared library an ELF SONAME, `libctf_reader.so.MAJOR`, or `.so.0.MINOR` while
+/// the major version is 0 (when a minor version may change the ABI: README "C API"), so that
+/// a program linked against it loads only a library of a compatible ABI, and the library can
+/// be installed beside others of other ABIs (`make -C c_examples install` adds the links).
+fn set_soname() {
+    let elf = matches!(
+        env::var("CARGO_CFG_TARGET_OS").as_deref(),
+        Ok("linux" | "android" | "freebsd" | "netbsd" | "openbsd" | "dragonfly")
+    );
+    if !elf {
+        return;
+    }
+    let major = env::var("CARGO_PKG_VERSION_MAJOR").expect("cargo sets the version");
+    let minor = env::var("CARGO_PKG_VERSION_MINOR").expect("cargo sets the version");
+    let soversion = if major == "0" {
+        format!("0.{minor}")
+    } else {
+        major
+    };
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libctf_reader.so.{soversion}");
+}
+
+/// Generates `include/ctf_reader.h` under `root` with `config`, writing it only when its
+/// bytes change.
+fn write_header(root: &Path, config: cbindgen::Config) {
     let bindings = match cbindgen::Builder::new()
         .with_config(config)
         .with_src(root.join("src/ffi/mod.rs"))

@@ -428,6 +428,45 @@ fn c_stats_example_linked_dynamically_matches_ctf_read() {
     check_stats(&built.bin.join("stats_shared"), "7", "2");
 }
 
+/// The shared library has an ELF SONAME of its ABI (README "C API"): `libctf_reader.so.0.MINOR`
+/// while the major version is 0, else `.so.MAJOR`; a program linked against it needs that
+/// name. It had none, so a program needed `libctf_reader.so`, whatever its ABI.
+#[test]
+fn the_shared_library_has_the_soname_of_its_abi() {
+    if !have("readelf") {
+        println!("note: readelf not found (Debian: binutils): SONAME check skipped");
+        return;
+    }
+    let (major, minor) = (
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR"),
+    );
+    let soname = if major == "0" {
+        format!("libctf_reader.so.0.{minor}")
+    } else {
+        format!("libctf_reader.so.{major}")
+    };
+    let dynamic = |file: &Path| {
+        let out = Command::new("readelf")
+            .arg("-d")
+            .arg(file)
+            .output()
+            .expect("readelf runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let library = dynamic(&lib_dir().join("libctf_reader.so"));
+    assert!(
+        library.contains(&format!("Library soname: [{soname}]")),
+        "{library}"
+    );
+    let Some(built) = examples() else { return };
+    let program = dynamic(&built.bin.join("stats_shared"));
+    assert!(
+        program.contains(&format!("Shared library: [{soname}]")),
+        "{program}"
+    );
+}
+
 #[test]
 fn cpp_training_loop_resumes_from_its_checkpoint() {
     let Some(built) = examples() else { return };
