@@ -463,6 +463,37 @@ fn stats_of_a_hand_written_corpus() {
     assert!(caches_of(dir.path(), "st.ctf").is_empty());
 }
 
+/// With `definesMBSize`, a sequence's length is that input's samples, as minibatches count
+/// it (SPEC §3); it was always the largest input's.
+#[test]
+fn stats_counts_sequence_lengths_in_the_defines_mb_size_input() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "st.ctf", STATS_CTF);
+    write(
+        dir.path(),
+        "st.cntk",
+        "reader = [ file = \"st.ctf\"\n\
+         input = [ d = [ dim = 2 ; format = \"dense\" ] ;\n\
+         s = [ dim = 10 ; format = \"sparse\" ; definesMBSize = true ] ] ]",
+    );
+    let r = run_expect(&["stats", "st.cntk"], Some(dir.path()), 0);
+    // The `s samples` column of the table above: 1, 2, 2, 1, 1.
+    let expected = stats_expected(1).replace(
+        "sequence length: min 1, max 8, mean 3.800\n\
+         length histogram:\n\
+         \x20 1: 1\n\
+         \x20 2-3: 2\n\
+         \x20 4-7: 1\n\
+         \x20 8-15: 1\n",
+        "sequence length: min 1, max 2, mean 1.400\n\
+         length histogram:\n\
+         \x20 1: 3\n\
+         \x20 2-3: 2\n",
+    );
+    assert_ne!(expected, stats_expected(1));
+    assert_eq!(r.stdout, expected);
+}
+
 #[test]
 fn stats_prints_values_in_their_own_precision_and_dashes_when_there_are_none() {
     let dir = TempDir::new().unwrap();

@@ -85,6 +85,8 @@ fn stats<T: Element>(config: &ReaderConfig) -> Result<(), Failure> {
 
 /// What the valid sequences add up to.
 struct Totals<T> {
+    /// The input whose samples are a sequence's length (`definesMBSize`), if one is.
+    sized_by: Option<usize>,
     valid: u64,
     invalid: u64,
     lengths: Lengths,
@@ -94,6 +96,7 @@ struct Totals<T> {
 impl<T: Element> Totals<T> {
     fn new(inputs: &[InputConfig]) -> Self {
         Totals {
+            sized_by: inputs.iter().position(|i| i.defines_mb_size),
             valid: 0,
             invalid: 0,
             lengths: Lengths::new(),
@@ -108,10 +111,13 @@ impl<T: Element> Totals<T> {
         self.valid += n as u64;
         self.invalid += chunk.invalid.len() as u64;
         for seq in 0..n {
-            let length = (0..parsed.columns.len())
-                .map(|input| parsed.sample_count(seq, input))
-                .max()
-                .unwrap_or(0);
+            let length = match self.sized_by {
+                Some(input) => parsed.sample_count(seq, input),
+                None => (0..parsed.columns.len())
+                    .map(|input| parsed.sample_count(seq, input))
+                    .max()
+                    .unwrap_or(0),
+            };
             self.lengths.add(length as u64);
         }
         for (totals, column) in self.inputs.iter_mut().zip(&parsed.columns) {
@@ -120,7 +126,8 @@ impl<T: Element> Totals<T> {
     }
 }
 
-/// Sequence lengths (the largest sample count among a sequence's inputs).
+/// Sequence lengths in samples as minibatches count them (SPEC §3): those of the
+/// `definesMBSize` input, else the largest sample count among a sequence's inputs.
 struct Lengths {
     count: u64,
     sum: u128,
