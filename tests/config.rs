@@ -1474,6 +1474,42 @@ train = [
     assert_eq!(c.chunk_size_in_bytes, 100);
 }
 
+/// `truncated = true` asks for CNTK's truncated-BPTT packing, which is not implemented: a
+/// warning at its value says minibatches hold whole sequences (it was accepted silently).
+/// False says nothing; a value that is not a boolean is an error.
+#[test]
+fn truncated_true_is_a_warning_that_sequences_stay_whole() {
+    for (value, warned) in [("true", true), ("1", true), ("false", false)] {
+        let text = format!(
+            "reader = [ file = \"a\" ; truncated = {value} ; truncationLength = 20\n\
+             input = [ x = [ dim = 1 ; format = \"dense\" ] ] ]\n"
+        );
+        let (_, warnings) = read_section(&text, None);
+        let shown: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+        if warned {
+            assert_eq!(shown.len(), 1, "{value}: {shown:?}");
+            assert!(
+                shown[0].starts_with("test.cntk:1:37: warning: 'truncated = true' "),
+                "{shown:?}"
+            );
+            assert!(
+                shown[0].ends_with("minibatches hold whole sequences"),
+                "{shown:?}"
+            );
+        } else {
+            assert!(shown.is_empty(), "{value}: {shown:?}");
+        }
+    }
+    let text = "reader = [ file = \"a\" ; truncated = \"often\"\n\
+                input = [ x = [ dim = 1 ; format = \"dense\" ] ] ]\n";
+    let err = ReaderConfig::from_brainscript(text, SOURCE, None).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("parameter 'truncated' must be a boolean"),
+        "{err}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // A realistic complete CNTK configuration.
 // ---------------------------------------------------------------------------------------

@@ -660,6 +660,9 @@ impl<'a> Extractor<'_, 'a> {
                     .push(ConfigWarning::at(&self.source, member.pos, message));
                 continue;
             }
+            if input.is_none() && name.eq_ignore_ascii_case("truncated") {
+                self.warn_if_truncated(record, name)?;
+            }
             if let Some(first) = members
                 .iter()
                 .take(i)
@@ -674,6 +677,31 @@ impl<'a> Extractor<'_, 'a> {
                     ),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Warns, at its value, when record `record` sets `truncated` (written `name`) to true:
+    /// CNTK's packing for truncated back-propagation through time (sequences cut into
+    /// `truncationLength` pieces, interleaved) is not implemented, and minibatches hold
+    /// whole sequences. A value that is not a boolean is an error, as in CNTK.
+    fn warn_if_truncated(
+        &mut self,
+        record: &RecordValue<'a>,
+        name: &str,
+    ) -> Result<(), ConfigError> {
+        let label = format!("parameter '{name}'");
+        let Some(p) = self.param(record, name, false, label, None)? else {
+            return Ok(());
+        };
+        if p.boolean(&self.source)? {
+            self.warnings.push(ConfigWarning::at(
+                &self.source,
+                p.pos,
+                "'truncated = true' (CNTK's packing for truncated back-propagation through \
+                 time, with 'truncationLength') is not supported: minibatches hold whole \
+                 sequences",
+            ));
         }
         Ok(())
     }
