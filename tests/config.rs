@@ -1474,6 +1474,30 @@ train = [
     assert_eq!(c.chunk_size_in_bytes, 100);
 }
 
+/// An unquoted path (`file = data/train.ctf`, which CNTK's legacy parser took as text) is an
+/// expression in BrainScript; the error says to quote it.
+#[test]
+fn an_unquoted_path_is_an_error_that_says_to_quote_it() {
+    let text =
+        "reader = [\n  file = data/train.ctf\n  input = [ x = [ dim = 1 ; format = dense ] ]\n]\n";
+    let err = ReaderConfig::from_brainscript(text, SOURCE, None).unwrap_err();
+    let shown = err.to_string();
+    assert!(
+        shown.starts_with("test.cntk:2:10: error: parameter 'file'"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "unknown name 'data'; write a path in quotes, as in file = \"data/train.ctf\""
+        ),
+        "{shown}"
+    );
+    // Another parameter's unknown name gets no such hint.
+    let text = "reader = [\n  file = \"a\"\n  maxErrors = n + 1\n  input = [ x = [ dim = 1 ; format = dense ] ]\n]\n";
+    let err = ReaderConfig::from_brainscript(text, SOURCE, None).unwrap_err();
+    assert!(!err.to_string().contains("quotes"), "{err}");
+}
+
 /// `truncated = true` asks for CNTK's truncated-BPTT packing, which is not implemented: a
 /// warning at its value says minibatches hold whole sequences (it was accepted silently).
 /// False says nothing; a value that is not a boolean is an error.

@@ -350,11 +350,18 @@ impl<'a> Extractor<'_, 'a> {
         };
         let raw = match undefined_word {
             Some(word) => Raw::Word(word),
-            None => Raw::Value(
-                self.eval
-                    .eval_member(&found)
-                    .map_err(|e| self.eval_error(&label, stand_in, pos, &e))?,
-            ),
+            None => Raw::Value(self.eval.eval_member(&found).map_err(|e| {
+                let error = self.eval_error(&label, stand_in, pos, &e);
+                if key.eq_ignore_ascii_case("file") && e.message().starts_with("unknown name") {
+                    // `file = data/train.ctf`: CNTK's legacy parser takes the line as text;
+                    // BrainScript divides `data` by `train.ctf`.
+                    return error.with_hint(
+                        "; write a path in quotes, as in file = \"data/train.ctf\" (an \
+                         unquoted path is an expression here)",
+                    );
+                }
+                error
+            })?),
         };
         let param = Param {
             label,
