@@ -1005,24 +1005,23 @@ fn validate_names_the_file_as_written_and_counts_columns_in_bytes() {
     assert_eq!(keys(&r.stdout), [1]);
 }
 
+/// `ctf validate` of `files` in `dir`, read as one dense input `v` of dim 1, which must exit
+/// 1 (an error found).
+fn validate_failing(dir: &Path, files: &[&str]) -> Run {
+    let mut args = vec!["validate"];
+    for file in files {
+        args.extend(["--file", file]);
+    }
+    args.extend(["--input", "v:1:dense"]);
+    run_expect(&args, Some(dir), 1)
+}
+
 #[test]
 fn validate_errors_name_the_right_file_of_several() {
     let dir = TempDir::new().unwrap();
     write(dir.path(), "a.ctf", "1 |v 1\n2 |v 2\n");
     write(dir.path(), "b.ctf", "3 |v 3\n4 |v x\n");
-    let r = run_expect(
-        &[
-            "validate",
-            "--file",
-            "a.ctf",
-            "--file",
-            "b.ctf",
-            "--input",
-            "v:1:dense",
-        ],
-        Some(dir.path()),
-        1,
-    );
+    let r = validate_failing(dir.path(), &["a.ctf", "b.ctf"]);
     let errors = diags(&r.stderr, "error");
     assert_eq!(errors.len(), 1, "{}", r.stderr);
     assert_eq!((errors[0].file.as_str(), errors[0].line), ("b.ctf", 2));
@@ -1038,25 +1037,8 @@ fn validate_reports_a_file_it_cannot_read_and_goes_on_with_the_next() {
     // UTF-16 (a BOM): a file-level error at its first line.
     write(dir.path(), "utf16.ctf", b"\xff\xfe1\x00 \x00|\x00v\x00");
     write(dir.path(), "b.ctf", "3 |v 3\n4 |v x\n5 |v 5\n");
-    let r = run_expect(
-        &[
-            "validate",
-            "--file",
-            "missing.ctf",
-            "--file",
-            "a.ctf",
-            "--file",
-            "empty.ctf",
-            "--file",
-            "utf16.ctf",
-            "--file",
-            "b.ctf",
-            "--input",
-            "v:1:dense",
-        ],
-        Some(dir.path()),
-        1,
-    );
+    let files = ["missing.ctf", "a.ctf", "empty.ctf", "utf16.ctf", "b.ctf"];
+    let r = validate_failing(dir.path(), &files);
     let file_errors: Vec<&str> = r
         .stderr
         .lines()
@@ -1116,19 +1098,7 @@ fn an_id_repeated_at_the_start_of_the_next_file_is_a_repeat_of_another_file() {
     let dir = TempDir::new().unwrap();
     write(dir.path(), "a.ctf", "5 |v 1\n");
     write(dir.path(), "b.ctf", "5 |v 2\n6 |v 3\n");
-    let r = run_expect(
-        &[
-            "validate",
-            "--file",
-            "a.ctf",
-            "--file",
-            "b.ctf",
-            "--input",
-            "v:1:dense",
-        ],
-        Some(dir.path()),
-        1,
-    );
+    let r = validate_failing(dir.path(), &["a.ctf", "b.ctf"]);
     let errors = diags(&r.stderr, "error");
     assert_eq!(errors.len(), 1, "{}", r.stderr);
     assert_eq!((errors[0].file.as_str(), errors[0].line), ("b.ctf", 1));
