@@ -394,8 +394,8 @@ impl<T: Element> SequenceReader<T> {
     }
 
     /// The file-level errors that [`ErrorPolicy::ReportAll`] reported and read past, in file
-    /// order (a file that could not be opened or read on, or that an empty file, UTF-16 text
-    /// or a line too long stopped); the other policy stops at the first.
+    /// order: a file that could not be opened or read on, or that was empty, was UTF-16 text,
+    /// held a line too long or changed while read. The other policy stops at the first.
     pub fn file_errors(&self) -> &[ReadError] {
         &self.file_errors
     }
