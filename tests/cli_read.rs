@@ -264,6 +264,23 @@ fn checksums_are_printed_in_the_shortest_form_with_an_exponent_when_huge_or_tiny
     assert!(r.stdout.contains(&expected), "{expected}\n{}", r.stdout);
 }
 
+/// `dump` writes a long line in pieces: a dense input of dim 100,000,000 (one value given,
+/// the rest padded: a 200 MB line) is dumped within 390 MB of address space, where building
+/// the line first aborted on the failed allocation (SIGABRT).
+#[test]
+fn dump_writes_a_long_line_in_pieces() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "wide.ctf", "|a 1\n");
+    let args = ["dump", "--file", "wide.ctf", "--input", "a:100000000:dense"];
+    let r = run_after_shell("ulimit -v 400000; exec >/dev/null", &args, Some(dir.path()));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("has 1 of 100000000 values; padded"),
+        "{}",
+        r.stderr
+    );
+}
+
 /// `mb` numbers the run's minibatches, not its lines (README "The `ctf` tool"): a minibatch
 /// holding only an invalid sequence (within `maxErrors`) prints no line but keeps its
 /// number, so each rank's lines carry the global minibatch's number.

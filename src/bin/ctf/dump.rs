@@ -1,12 +1,13 @@
 //! `ctf dump`: every valid sequence as one JSON object per line, streamed in file order.
 
-use std::io::{self, Write};
+use std::io;
 
 use ctf_reader::reader::{stderr_sink, ErrorPolicy, SequenceReader};
 use ctf_reader::{Element, Precision, ReaderConfig};
 
 use crate::cli::DataArgs;
-use crate::{json, Failure};
+use crate::json::JsonWriter;
+use crate::Failure;
 
 /// Runs `ctf dump`.
 pub fn run(args: &DataArgs) -> Result<(), Failure> {
@@ -20,35 +21,25 @@ pub fn run(args: &DataArgs) -> Result<(), Failure> {
 fn dump<T: Element>(config: &ReaderConfig) -> Result<(), Failure> {
     let mut reader = SequenceReader::<T>::new(config, ErrorPolicy::Budget, stderr_sink());
     let stdout = io::stdout();
-    let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut text = String::new();
+    let mut out = JsonWriter::new(stdout.lock());
     loop {
         let batch = match reader.next_batch() {
             Ok(Some(batch)) => batch,
             Ok(None) => break,
             Err(e) => {
-                flush(&mut out)?;
+                out.flush().map_err(output_failure)?;
                 return Err(Failure::Data(e.to_string()));
             }
         };
         for seq in 0..batch.len() {
-            text.clear();
-            json::push_sequence(&mut text, batch, seq, &config.inputs);
-            write_all(&mut out, text.as_bytes())?;
+            out.push_sequence(batch, seq, &config.inputs)
+                .map_err(output_failure)?;
         }
     }
-    flush(&mut out)
-}
-
-/// Writes to stdout; a closed pipe (`ctf dump | head`) ends the command quietly.
-fn write_all(out: &mut impl Write, bytes: &[u8]) -> Result<(), Failure> {
-    out.write_all(bytes).map_err(output_failure)
-}
-
-fn flush(out: &mut impl Write) -> Result<(), Failure> {
     out.flush().map_err(output_failure)
 }
 
+/// A failed write to stdout; a closed pipe (`ctf dump | head`) ends the command quietly.
 fn output_failure(e: io::Error) -> Failure {
     if e.kind() == io::ErrorKind::BrokenPipe {
         std::process::exit(0);
