@@ -78,55 +78,40 @@ pub enum ReadError {
 
 impl fmt::Display for ReadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReadError::Io { file, error } => write!(f, "{file}: error: cannot read: {error}"),
-            ReadError::Fatal { file, error } if error.line == 0 => {
-                write!(f, "{file}: error: {}", error.message)
-            }
-            ReadError::Fatal { file, error } => {
-                write!(
-                    f,
-                    "{file}:{}:{}: error: {}",
-                    error.line, error.col, error.message
-                )
-            }
-            ReadError::TooManyErrors {
-                file,
-                last,
-                max_errors,
-            } => write!(
-                f,
-                "{file}:{}:{}: error: too many invalid sequences: more than maxErrors = \
-                 {max_errors} (the last one: {})",
-                last.line, last.col, last.message
-            ),
-        }
+        let (file, diagnostic) = self.as_diagnostic();
+        let shown = write!(f, "{}", diagnostic.display_in(file));
+        shown
     }
 }
 
 impl std::error::Error for ReadError {}
 
 impl ReadError {
-    /// The file the error is about, and the error as a diagnostic of that file (at its line
-    /// and column when it has them), so that a read that goes on past it can report it as
-    /// it reports the data's errors.
-    pub fn as_diagnostic(&self) -> (&str, Diagnostic) {
-        match self {
-            ReadError::Io { file, error } => (
+    /// The file the error is about, and the error as an error diagnostic of that file (at
+    /// its line and column when it has them): how it is shown, and how a read that goes on
+    /// past it reports it among the data's errors.
+    fn as_diagnostic(&self) -> (&str, Diagnostic) {
+        let (file, line, col, message) = match self {
+            ReadError::Io { file, error } => (file, 0, 0, format!("cannot read: {error}")),
+            ReadError::Fatal { file, error } => {
+                (file, error.line, error.col, error.message.clone())
+            }
+            ReadError::TooManyErrors {
                 file,
-                Diagnostic::of_whole_file(Severity::Error, format!("cannot read: {error}")),
-            ),
-            ReadError::Fatal { file, error } => (
+                last,
+                max_errors,
+            } => (
                 file,
-                Diagnostic::new(
-                    Severity::Error,
-                    error.line,
-                    error.col,
-                    error.message.clone(),
+                last.line,
+                last.col,
+                format!(
+                    "too many invalid sequences: more than maxErrors = {max_errors} (the last \
+                     one: {})",
+                    last.message
                 ),
             ),
-            ReadError::TooManyErrors { file, last, .. } => (file, last.clone()),
-        }
+        };
+        (file, Diagnostic::new(Severity::Error, line, col, message))
     }
 }
 

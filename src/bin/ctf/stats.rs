@@ -47,7 +47,7 @@ fn stats<T: Element>(config: &ReaderConfig) -> Result<(), Failure> {
     let mut loader = ChunkLoader::<T>::new(Arc::clone(&index), config);
     let mut chunk = ParsedChunk::new(&config.inputs);
     let mut budget = ErrorBudget::for_config(config);
-    let mut totals = Totals::new(&config.inputs);
+    let mut totals = Totals::new(config);
     for (id, c) in (0u32..).zip(&index.chunks) {
         loader
             .load(id, &mut chunk)
@@ -94,13 +94,17 @@ struct Totals<T> {
 }
 
 impl<T: Element> Totals<T> {
-    fn new(inputs: &[InputConfig]) -> Self {
+    fn new(config: &ReaderConfig) -> Self {
         Totals {
-            sized_by: inputs.iter().position(|i| i.defines_mb_size),
+            sized_by: config.mb_size_input(),
             valid: 0,
             invalid: 0,
             lengths: Lengths::new(),
-            inputs: inputs.iter().map(|_| InputTotals::default()).collect(),
+            inputs: config
+                .inputs
+                .iter()
+                .map(|_| InputTotals::default())
+                .collect(),
         }
     }
 

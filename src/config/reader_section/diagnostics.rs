@@ -70,12 +70,6 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    /// The same error with `text` appended to its message (a hint on how to fix it).
-    pub(crate) fn with_hint(mut self, text: &str) -> Self {
-        self.message.push_str(text);
-        self
-    }
-
     /// An error at a position of `source`.
     pub(crate) fn at(source: &str, pos: Pos, message: impl Into<String>) -> Self {
         ConfigError {

@@ -350,18 +350,11 @@ impl<'a> Extractor<'_, 'a> {
         };
         let raw = match undefined_word {
             Some(word) => Raw::Word(word),
-            None => Raw::Value(self.eval.eval_member(&found).map_err(|e| {
-                let error = self.eval_error(&label, stand_in, pos, &e);
-                if key.eq_ignore_ascii_case("file") && e.message().starts_with("unknown name") {
-                    // `file = data/train.ctf`: CNTK's legacy parser takes the line as text;
-                    // BrainScript divides `data` by `train.ctf`.
-                    return error.with_hint(
-                        "; write a path in quotes, as in file = \"data/train.ctf\" (an \
-                         unquoted path is an expression here)",
-                    );
-                }
-                error
-            })?),
+            None => Raw::Value(
+                self.eval
+                    .eval_member(&found)
+                    .map_err(|e| self.eval_error(key, &label, stand_in, pos, &e))?,
+            ),
         };
         let param = Param {
             label,
@@ -380,10 +373,12 @@ impl<'a> Extractor<'_, 'a> {
         Ok(Some(param))
     }
 
-    /// The error `err` met while evaluating the parameter `label` (written at `pos`; the
-    /// option `stand_in` can replace it), reported where it happened.
+    /// The error `err` met while evaluating parameter `key`, shown as `label` (written at
+    /// `pos`; the option `stand_in` can replace it), reported where it happened, with a hint
+    /// where one helps.
     fn eval_error(
         &self,
+        key: &str,
         label: &str,
         stand_in: Option<&'static str>,
         pos: Pos,
@@ -396,6 +391,14 @@ impl<'a> Extractor<'_, 'a> {
         };
         if let Some(option) = stand_in.filter(|_| is_macro_error(err)) {
             message.push_str(&format!(" (or pass {option})"));
+        }
+        if key.eq_ignore_ascii_case("file") && err.message().starts_with("unknown name") {
+            // `file = data/train.ctf`: CNTK's legacy parser takes the line as text;
+            // BrainScript divides `data` by `train.ctf`.
+            message.push_str(
+                "; write a path in quotes, as in file = \"data/train.ctf\" (an unquoted path \
+                 is an expression here)",
+            );
         }
         ConfigError::at(&self.source, err.pos(), message)
     }
@@ -439,10 +442,9 @@ impl<'a> Extractor<'_, 'a> {
         {
             Some(found) => {
                 let pos = found.member.value.pos;
-                let value = self
-                    .eval
-                    .eval_member(&found)
-                    .map_err(|e| self.eval_error("parameter 'deserializers'", None, pos, &e))?;
+                let value = self.eval.eval_member(&found).map_err(|e| {
+                    self.eval_error("deserializers", "parameter 'deserializers'", None, pos, &e)
+                })?;
                 let element_pos = element_positions(&found.member.value);
                 let deserializers = self.deserializers(value, pos, &element_pos)?;
                 if !self.overrides.inputs.is_empty() && deserializers.len() > 1 {
