@@ -103,6 +103,7 @@ struct DiagnosticInFile<'a> {
 impl fmt::Display for DiagnosticInFile<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (file, d) = self.diag.resolved(self.file);
+        let file = crate::quote::file_name(file);
         if d.line == 0 {
             return write!(f, "{}: {}: {}", file, d.severity, d.message);
         }

@@ -46,6 +46,7 @@ pub mod minibatch;
 pub mod parser;
 pub mod pipeline;
 mod prefetch;
+mod quote;
 pub mod randomize;
 pub mod reader;
 pub mod source;

@@ -1005,6 +1005,68 @@ fn validate_names_the_file_as_written_and_counts_columns_in_bytes() {
     assert_eq!(keys(&r.stdout), [1]);
 }
 
+/// A file name that holds a line feed (a glob can match one) is shown escaped, so that each
+/// diagnostic stays one `FILE:LINE:COL: error: MESSAGE` line; it used to be split in two.
+#[test]
+fn a_file_name_with_a_line_feed_keeps_each_diagnostic_on_one_line() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "d0.ctf", "|a 1 2\n");
+    write(dir.path(), "d\nx.ctf", "|a 1 x\n");
+    write(
+        dir.path(),
+        "c\nfg.cntk",
+        "reader = [ file = \"d*.ctf\" ; input = [ a = [ dim = 2 ; format = \"dense\" ] ] ]",
+    );
+    let one_line = |r: &Run, expected: &str| {
+        let lines: Vec<&str> = r.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{}", r.stderr);
+        assert!(lines[0].starts_with(expected), "{}", r.stderr);
+    };
+    let glob = ["--file", "d*.ctf", "--input", "a:2:dense"];
+    let r = run_expect(&[&["validate"][..], &glob].concat(), Some(dir.path()), 1);
+    one_line(&r, "d\\nx.ctf:1:6: error: input 'a': malformed number 'x'");
+    let r = run_expect(&["validate", "c\nfg.cntk"], Some(dir.path()), 1);
+    one_line(&r, "d\\nx.ctf:1:6: error: ");
+    let r = run_expect(
+        &[&["read", "--mb-size", "4"][..], &glob].concat(),
+        Some(dir.path()),
+        1,
+    );
+    one_line(&r, "d\\nx.ctf:1:6: error: too many invalid sequences");
+    let r = run_expect(
+        &["validate", "--file", "no\nfile.ctf", "--input", "a:2:dense"],
+        Some(dir.path()),
+        1,
+    );
+    one_line(&r, "no\\nfile.ctf: error: cannot read: ");
+    // The configuration's own name in its diagnostics and errors.
+    write(
+        dir.path(),
+        "bad\ncfg.cntk",
+        "reader = [ file = \"d0.ctf\" ; input = [ a = [ dim = 0 ] ] ]",
+    );
+    let r = run_expect(&["validate", "bad\ncfg.cntk"], Some(dir.path()), 2);
+    assert!(
+        r.stderr.lines().all(|l| !l.starts_with("cfg.cntk"))
+            && r.stderr.contains("bad\\ncfg.cntk:1:"),
+        "{}",
+        r.stderr
+    );
+    let r = run_expect(&["validate", "gone\ncfg.cntk"], Some(dir.path()), 2);
+    one_line(
+        &r,
+        "error: cannot read configuration file 'gone\\ncfg.cntk': ",
+    );
+    // A name without such characters is shown as written, backslash and all.
+    write(dir.path(), "e\\1.ctf", "|a y\n");
+    let r = run_expect(
+        &["validate", "--file", "e\\1.ctf", "--input", "a:2:dense"],
+        Some(dir.path()),
+        1,
+    );
+    one_line(&r, "e\\1.ctf:1:4: error: ");
+}
+
 /// `ctf validate` of `files` in `dir`, read as one dense input `v` of dim 1, which must exit
 /// 1 (an error found).
 fn validate_failing(dir: &Path, files: &[&str]) -> Run {

@@ -34,6 +34,7 @@ use crate::parser::stream::byte_order_mark_len;
 use crate::parser::{
     BufferLengths, Element, InvalidSequence, ParsedSequences, StreamOptions, StreamParser,
 };
+use crate::quote::file_name;
 
 /// The parsed content of one chunk.
 #[derive(Clone, Debug)]
@@ -118,15 +119,19 @@ impl LoadError {
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LoadError::Io { file, error } => write!(f, "{file}: error: cannot read: {error}"),
+            LoadError::Io { file, error } => {
+                write!(f, "{}: error: cannot read: {error}", file_name(file))
+            }
             LoadError::Changed { file, detail } => write!(
                 f,
-                "{file}: error: data file changed since it was indexed ({detail})"
+                "{}: error: data file changed since it was indexed ({detail})",
+                file_name(file)
             ),
             LoadError::Panicked { file } => write!(
                 f,
-                "{file}: error: internal error (a bug in ctf-reader): a loader thread \
-                 panicked while parsing it"
+                "{}: error: internal error (a bug in ctf-reader): a loader thread \
+                 panicked while parsing it",
+                file_name(file)
             ),
         }
     }
@@ -306,7 +311,7 @@ impl<T: Element> ChunkLoader<T> {
             for cache in self.forget_index_caches(file) {
                 detail.push_str(&format!(
                     "; its index cache {} was removed, so the next read indexes it again",
-                    cache.display()
+                    file_name(&cache.display().to_string())
                 ));
             }
         }

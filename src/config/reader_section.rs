@@ -13,6 +13,7 @@ pub use diagnostics::{ConfigError, ConfigWarning};
 
 use super::brainscript::{self, Evaluator, Record};
 use super::{InputConfig, Precision, ReaderConfig};
+use crate::quote::file_name;
 use select::SelectError;
 
 /// Values given beside a configuration (the `ctf` tool's `--file`, `--input`,
@@ -149,7 +150,10 @@ impl ReaderConfig {
         let text = std::fs::read_to_string(path).map_err(|e| {
             ConfigError::whole(
                 "",
-                format!("cannot read configuration file '{}': {e}", path.display()),
+                format!(
+                    "cannot read configuration file '{}': {e}",
+                    file_name(&path.display().to_string())
+                ),
             )
         })?;
         ConfigDocument::parse(&text, &path.display().to_string())?

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::quote::file_name;
+
 /// Bytes hashed at each end of a data file by [`content_hash`].
 pub const HASHED_END_BYTES: u64 = 64 * 1024;
 
@@ -143,7 +145,11 @@ pub fn expand_file_patterns(names: &[String]) -> Result<Vec<DataFile>, (String, 
         let mut matched: Vec<PathBuf> = Vec::new();
         for entry in paths {
             let path = entry.map_err(|e| {
-                let message = format!("cannot list {}: {}", e.path().display(), e.error());
+                let message = format!(
+                    "cannot list {}: {}",
+                    file_name(&e.path().display().to_string()),
+                    e.error()
+                );
                 (name.clone(), io::Error::new(e.error().kind(), message))
             })?;
             if path.is_file() {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::index::scan::is_space;
 use crate::index::{CorpusIndex, IndexWarning};
-use crate::parser::quote::QUOTED_BYTES;
+use crate::quote::QUOTED_BYTES;
 
 /// [`JoinedIndex::matches`] value of a primary sequence with no sequence of the same key.
 pub const NO_MATCH: u32 = u32::MAX;

@@ -30,6 +30,8 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::quote::file_name;
+
 pub use crate::parser::{KeyMode, RepeatedKey};
 pub use build::{build_index, IndexSource, IndexingOptions, OpenedIndex};
 pub use files::{expand_file_patterns, FileStamp};
@@ -232,19 +234,19 @@ pub enum IndexError {
 impl fmt::Display for IndexError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            IndexError::Io { file, error } => write!(f, "{file}: error: {error}"),
+            IndexError::Io { file, error } => write!(f, "{}: error: {error}", file_name(file)),
             IndexError::Data {
                 file,
                 line: 0,
                 message,
                 ..
-            } => write!(f, "{file}: error: {message}"),
+            } => write!(f, "{}: error: {message}", file_name(file)),
             IndexError::Data {
                 file,
                 line,
                 col,
                 message,
-            } => write!(f, "{file}:{line}:{col}: error: {message}"),
+            } => write!(f, "{}:{line}:{col}: error: {message}", file_name(file)),
         }
     }
 }
@@ -262,6 +264,6 @@ pub struct IndexWarning {
 
 impl fmt::Display for IndexWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: warning: {}", self.file, self.message)
+        write!(f, "{}: warning: {}", file_name(&self.file), self.message)
     }
 }

@@ -34,9 +34,9 @@ use crate::parser::number::{
     ascii_digits_value, ascii_digits_value_pair, lanes_value, leading_digits_value,
     scan_entry_value, scan_entry_value_outlined, Element, NumberError,
 };
-use crate::parser::quote::{quote, QUOTED_BYTES};
 use crate::parser::values::{EntryValue, ValueTier};
 use crate::parser::word::{digit_lanes, load_word, word_at, ONES};
+use crate::quote::{quote, QUOTED_BYTES};
 
 /// What parsing one line found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -16,7 +16,6 @@ pub(crate) mod line_blocks;
 pub(crate) mod long_mantissa;
 pub(crate) mod lookup;
 pub mod number;
-pub(crate) mod quote;
 pub(crate) mod seen_keys;
 pub mod stream;
 pub mod values;

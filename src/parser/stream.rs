@@ -17,9 +17,9 @@ use crate::diag::{Diagnostic, Severity};
 use crate::parser::columns::{BufferLengths, ParsedSequences, SequenceInfo};
 use crate::parser::line::{skip_space, LineLead, LineParser};
 use crate::parser::number::Element;
-use crate::parser::quote::{quote, QUOTED_BYTES};
 use crate::parser::seen_keys::SeenKeys;
 use crate::parser::word::{leading_digits, load_word, low_bytes};
+use crate::quote::{quote, QUOTED_BYTES};
 
 /// Options of the sequence rules that are not about inputs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

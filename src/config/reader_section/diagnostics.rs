@@ -5,6 +5,7 @@
 use std::fmt;
 
 use crate::config::brainscript::{self, Pos};
+use crate::quote::file_name;
 
 /// Where a diagnostic points: a source name and, optionally, a position in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,8 +17,8 @@ struct Location {
 impl Location {
     fn write_prefix(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.source.is_empty(), self.pos) {
-            (false, Some(pos)) => write!(f, "{}:{}: ", self.source, pos),
-            (false, None) => write!(f, "{}: ", self.source),
+            (false, Some(pos)) => write!(f, "{}:{}: ", file_name(&self.source), pos),
+            (false, None) => write!(f, "{}: ", file_name(&self.source)),
             (true, Some(pos)) => write!(f, "{pos}: "),
             (true, None) => Ok(()),
         }

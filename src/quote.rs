@@ -1,5 +1,7 @@
-//! Data bytes quoted in a message, rendered so that the message stays one line of text that
-//! is safe to print on a terminal.
+//! Data bytes and file names quoted in a message, rendered so that the message stays one line
+//! of text that is safe to print on a terminal: the parser quotes malformed tokens and ids
+//! with [`quote`], and every `FILE:LINE:COL: ...` diagnostic and error that names a file
+//! shows it through [`file_name`].
 //!
 //! Printable ASCII and valid UTF-8 characters that are not control characters are kept as
 //! they are (`é`, `日本`). Control characters are escaped: NUL, tab, carriage return and line
@@ -11,6 +13,7 @@
 //! the escape byte and never the four characters of the data. Hex digits are upper case, as
 //! in the messages' `byte 0xC3`.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 /// The most bytes of data that a message quotes (a token, an id).
@@ -39,6 +42,22 @@ pub(crate) fn quote(bytes: &[u8], limit: usize) -> String {
         }
     }
     text
+}
+
+/// A file name for a message: as written when none of its characters is a control
+/// character, a line or paragraph separator or a bidirectional format character, else
+/// rendered whole as [`quote`] renders data (its backslashes doubled too). A name that a
+/// glob matched may hold a line feed; shown as it is, it would split its diagnostic in two
+/// lines and break the `FILE:LINE:COL: error: MESSAGE` form that scripts read (SPEC §7.5).
+pub(crate) fn file_name(name: &str) -> Cow<'_, str> {
+    if name
+        .chars()
+        .any(|c| c.is_control() || breaks_or_reorders(c))
+    {
+        Cow::Owned(quote(name.as_bytes(), usize::MAX))
+    } else {
+        Cow::Borrowed(name)
+    }
 }
 
 /// Appends `c`, escaped if it is a control character or a backslash.
@@ -76,7 +95,7 @@ fn push_hex_byte(text: &mut String, b: u8) {
 
 #[cfg(test)]
 mod tests {
-    use super::quote;
+    use super::{file_name, quote};
 
     fn all(bytes: &[u8]) -> String {
         quote(bytes, usize::MAX)
@@ -189,5 +208,22 @@ mod tests {
         let latin1: String = (0..=255u8).map(char::from).collect();
         let text = all(latin1.as_bytes());
         assert!(!text.chars().any(char::is_control), "{text:?}");
+    }
+
+    #[test]
+    fn a_file_name_is_shown_as_written_unless_it_would_break_the_line() {
+        for plain in [
+            "data/train.ctf",
+            "d#1.ctf",
+            "C:\\data\\x.ctf",
+            "日本/é.ctf",
+            "",
+        ] {
+            assert_eq!(file_name(plain), plain);
+        }
+        assert_eq!(file_name("d\nx.ctf"), "d\\nx.ctf");
+        assert_eq!(file_name("a\\b\tc.ctf"), "a\\\\b\\tc.ctf");
+        assert_eq!(file_name("x\u{202E}ftc.exe"), "x\\u{202E}ftc.exe");
+        assert_eq!(file_name("\u{85}"), "\\u{85}");
     }
 }
