@@ -281,6 +281,28 @@ fn dump_writes_a_long_line_in_pieces() {
     );
 }
 
+/// On a terminal, `ctf read` without `--jsonl` shows a bar of the samples read; it used to
+/// show them as bytes (`10 B/39.06 KiB` for 10 of 40,000 samples). The terminal is
+/// util-linux's `script` (in Debian's essential `bsdutils`).
+#[test]
+fn the_read_progress_bar_counts_samples() {
+    let dir = TempDir::new().unwrap();
+    let text: String = (0..40_000).map(|i| format!("|a {}\n", i % 7)).collect();
+    write(dir.path(), "s.ctf", text);
+    let command =
+        format!("{CTF} read --file s.ctf --input a:1:dense --mb-size 10 --threads 1 >/dev/null");
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux script, to give ctf a terminal");
+    assert!(out.status.success(), "{out:?}");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("/40,000 samples"), "{shown:?}");
+    assert!(!shown.contains("KiB"), "{shown:?}");
+}
+
 /// `mb` numbers the run's minibatches, not its lines (README "The `ctf` tool"): a minibatch
 /// holding only an invalid sequence (within `maxErrors`) prints no line but keeps its
 /// number, so each rank's lines carry the global minibatch's number.

@@ -1,10 +1,10 @@
 //! Progress bars on standard error for the commands that read a whole corpus (`index`,
-//! `stats`).
+//! `stats`: bytes) or a stretch of its timeline (`read` without `--jsonl`: samples).
 //!
-//! A bar (bytes done / total, with a rate) appears only when standard error is a terminal and
-//! the corpus is larger than [`MIN_CORPUS_BYTES`]; otherwise a [`Progress`] does nothing, so
-//! scripts and pipes never see one. Messages printed while a bar is shown go through
-//! [`Progress::eprintln`], which hides the bar for the time of the write.
+//! A bar (done / total, with a rate) appears only when standard error is a terminal, and for
+//! bytes only when the corpus is larger than [`MIN_CORPUS_BYTES`]; otherwise a [`Progress`]
+//! does nothing, so scripts and pipes never see one. Messages printed while a bar is shown go
+//! through [`Progress::eprintln`], which hides the bar for the time of the write.
 
 use std::fmt::Display;
 use std::io::IsTerminal;
@@ -15,6 +15,26 @@ use ctf_reader::index::build::ProgressSink;
 use ctf_reader::index::{expand_file_patterns, IndexWarning, WarningSink};
 use ctf_reader::ReaderConfig;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// What a bar counts, which decides how its figures are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Bytes of data files: `12.00 MiB/95.37 MiB`.
+    Bytes,
+    /// Samples of the timeline: `1,200/40,000 samples`.
+    Samples,
+}
+
+impl Unit {
+    fn template(self) -> &'static str {
+        match self {
+            Unit::Bytes => {
+                "{msg} [{wide_bar}] {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, {eta})"
+            }
+            Unit::Samples => "{msg} [{wide_bar}] {human_pos}/{human_len} samples ({per_sec}, {eta})",
+        }
+    }
+}
 
 /// Corpora of at most this many bytes (100 MB) get no bar.
 pub const MIN_CORPUS_BYTES: u64 = 100_000_000;
@@ -49,24 +69,37 @@ impl Progress {
     /// A bar labelled `phase` counting up to `total` bytes, or a silent one when `total` is
     /// `None`.
     pub fn new(phase: &'static str, total: Option<u64>) -> Self {
+        Progress::drawn_on(phase, total, Unit::Bytes, ProgressDrawTarget::stderr())
+    }
+
+    /// A bar labelled `phase` counting up to `total` samples, or a silent one when `total`
+    /// is `None`. It is drawn only when standard error is a terminal.
+    pub fn of_samples(phase: &'static str, total: Option<u64>) -> Self {
+        Progress::drawn_on(phase, total, Unit::Samples, ProgressDrawTarget::stderr())
+    }
+
+    fn drawn_on(
+        phase: &'static str,
+        total: Option<u64>,
+        unit: Unit,
+        target: ProgressDrawTarget,
+    ) -> Self {
         let Some(total) = total else {
             return Progress { bar: None };
         };
-        let style = ProgressStyle::with_template(
-            "{msg} [{wide_bar}] {binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+        let style = ProgressStyle::with_template(unit.template())
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        let bar = ProgressBar::with_draw_target(Some(total), target)
             .with_style(style)
             .with_message(phase);
         Progress { bar: Some(bar) }
     }
 
-    /// Adds `bytes` to the bytes done.
-    pub fn inc(&self, bytes: u64) {
+    /// Adds `done` bytes or samples to those done.
+    pub fn inc(&self, done: u64) {
         if let Some(bar) = &self.bar {
-            bar.inc(bytes);
+            bar.inc(done);
         }
     }
 
@@ -107,5 +140,70 @@ fn print_above(bar: Option<&ProgressBar>, line: impl Display) {
     match bar {
         Some(bar) => bar.suspend(|| write_stderr_line(line)),
         None => write_stderr_line(line),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Progress, Unit};
+    use indicatif::{ProgressDrawTarget, TermLike};
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    /// A terminal that keeps what is written to it.
+    #[derive(Debug, Default, Clone)]
+    struct Screen(Arc<Mutex<String>>);
+
+    impl TermLike for Screen {
+        fn width(&self) -> u16 {
+            100
+        }
+        fn move_cursor_up(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> io::Result<()> {
+            self.write_str(&format!("{s}\n"))
+        }
+        fn write_str(&self, s: &str) -> io::Result<()> {
+            self.0.lock().unwrap().push_str(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The last drawing of a bar of `unit` at 1,200 of 40,000.
+    fn drawn(unit: Unit) -> String {
+        let screen = Screen::default();
+        let target = ProgressDrawTarget::term_like(Box::new(screen.clone()));
+        let progress = Progress::drawn_on("reading", Some(40_000), unit, target);
+        progress.inc(1_200);
+        progress.bar.as_ref().unwrap().tick();
+        let text = screen.0.lock().unwrap().clone();
+        text
+    }
+
+    /// `ctf read`'s bar counts samples: it used to show them as bytes (`1.17 KiB/39.06
+    /// KiB` for 1,200 of 40,000 samples).
+    #[test]
+    fn a_bar_of_samples_shows_them_as_samples_and_one_of_bytes_as_bytes() {
+        let samples = drawn(Unit::Samples);
+        assert!(samples.contains("1,200/40,000 samples"), "{samples:?}");
+        assert!(!samples.contains("KiB"), "{samples:?}");
+        let bytes = drawn(Unit::Bytes);
+        assert!(bytes.contains("1.17 KiB/39.06 KiB"), "{bytes:?}");
     }
 }

@@ -87,7 +87,7 @@ fn read<T: Element>(
         _ => None,
     }
     .map(|end| end.saturating_sub(source.position()));
-    let progress = (!args.jsonl).then(|| Progress::new("reading", total));
+    let progress = (!args.jsonl).then(|| Progress::of_samples("reading", total));
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let (mut minibatches, mut samples, mut sequences) = (0u64, 0u64, 0u64);
