@@ -1413,12 +1413,61 @@ fn syntax_errors_have_positions() {
     assert!(e.message().contains("';' or a line break"), "{e}");
     let e = error_in("a = 1\nreader = [\n", None);
     assert_eq!((e.line(), e.col()), (2, 10));
-    let e = error_in("a = 1\na = 2\n", None);
+    // A key given twice is an error where the reader reads it.
+    let e = error_in(
+        "reader = [ file = \"a\"\n file = \"b\"\n input = [ x = [ dim = 1 ; format = \"dense\" ] ] ]",
+        None,
+    );
     assert!(
         e.message()
-            .contains("duplicate member 'a' (first defined at 1:1)"),
+            .contains("duplicate member 'file' (first defined at 1:12)"),
         "{e}"
     );
+}
+
+/// Real CNTK configuration files (microsoft/CNTK's Examples and Tests) carry legacy text that
+/// is not BrainScript in keys the reader never reads; CNTK's legacy parser keeps values as
+/// text, so they are no error there. Each used to fail the whole file.
+#[test]
+fn legacy_text_in_keys_the_reader_does_not_read_is_no_error() {
+    let reader = "reader = [ readerType = \"CNTKTextFormatReader\" ; file = \"d.ctf\"\n\
+                  input = [ x = [ dim = 1 ; format = \"dense\" ] ] ]";
+    let unused = [
+        "OutputDir = ./work\nDataDir = ../Data",
+        "test = [ modelPath=$ModelDir$/03_ConvBatchNorm ]",
+        "Write = [ outputNodeNames = (ol, regrLabels, rmse) ]",
+        "net = [ include \"Shared.bs\"\n x = 1 ]",
+        "command = A\ncommand = B",
+        "mask = 0x10",
+    ];
+    for text in unused {
+        let (c, _) = read_section(&format!("{text}\n{reader}"), None);
+        assert_eq!(c.files, ["d.ctf"], "{text}");
+    }
+    // Read by the reader, the same text is an error at its place.
+    let e = error_in(
+        "reader = [ file = ./d.ctf ; input = [ x = [ dim = 1 ; format = \"dense\" ] ] ]",
+        None,
+    );
+    assert_eq!((e.line(), e.col()), (1, 19), "{e}");
+    assert!(e.message().contains("write a path in quotes"), "{e}");
+    let e = error_in(
+        "reader = [ file = \"d\" ; randomizationWindow = 1e3x ; input = [ x = [ dim = 1 ; format = \"dense\" ] ] ]",
+        None,
+    );
+    assert!(e.message().contains("invalid number '1e3x'"), "{e}");
+    // An include where the reader lists or looks up members: its text might define them.
+    let e = error_in(
+        "reader = [ include \"r.bs\"\n file = \"d\" ; input = [ x = [ dim = 1 ; format = \"dense\" ] ] ]",
+        None,
+    );
+    assert_eq!((e.line(), e.col()), (1, 12), "{e}");
+    assert!(e.message().contains("'include' is not supported"), "{e}");
+    let e = error_in(
+        "train = [ include \"r.bs\"\n reader = [ file = \"d\" ; input = [ x = [ dim = 1 ; format = \"dense\" ] ] ] ]",
+        Some("train"),
+    );
+    assert!(e.message().contains("'include' is not supported"), "{e}");
 }
 
 // ---------------------------------------------------------------------------------------

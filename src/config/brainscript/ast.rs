@@ -2,7 +2,7 @@
 //! Sugar is removed while parsing: a function member `f(x) = e` becomes `f = (x) => e`, and an
 //! array member `a[i:1..n] = e` becomes `a = array[1..n] (i => e)`.
 
-use super::error::Pos;
+use super::error::{Error, Pos};
 
 /// An expression with its position.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,6 +51,12 @@ pub enum ExprKind {
     New(String, Box<Expr>),
     /// `array[from..to] (initializer)`.
     ArrayCtor(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// A member's value that is not BrainScript (legacy text such as `./work` or
+    /// `$ModelDir$/03_model`, a comma list `(a, b)`), or the value of a name defined twice in
+    /// one record: the error it gives when evaluated. CNTK reads configuration files with
+    /// its legacy parser, which keeps every value as text and converts it only when read,
+    /// so such a value in a member the reader never reads is no error.
+    Unparsed(Box<Error>),
 }
 
 impl ExprKind {
@@ -73,6 +79,7 @@ impl ExprKind {
             ExprKind::Lambda(..) => "function definition",
             ExprKind::New(..) => "'new' expression",
             ExprKind::ArrayCtor(..) => "array constructor",
+            ExprKind::Unparsed(_) => "text that is not BrainScript",
         }
     }
 }
@@ -107,6 +114,9 @@ pub struct Record {
     pub members: Vec<Member>,
     /// A number unique within the document, used to cache evaluated members.
     pub(crate) id: usize,
+    /// Where the record's first `include "FILE"` is, if it has one. Included text is not
+    /// read, so looking up a name the record lacks, or listing its members, fails there.
+    pub include: Option<Pos>,
 }
 
 /// One `name = value` member of a record.

@@ -18,6 +18,7 @@ use std::rc::Rc;
 
 use super::ast::{BinaryOp, ChainLink, Expr, ExprKind, Member, Record, UnaryOp};
 use super::error::{Error, Pos};
+use super::parser::include_error;
 use super::MAX_DEPTH;
 
 /// An evaluated immediate value.
@@ -86,11 +87,16 @@ impl<'a> RecordValue<'a> {
 
     /// The member called `name` (case-insensitive, an exact match first), in this record only.
     /// Several case-insensitive matches without an exact one is an error.
+    /// A record with an `include` fails where it lacks the name: the included text, which is
+    /// not read, might define it.
     pub fn find(&self, name: &str) -> Result<Option<MemberRef<'a>>, Error> {
         let record = self.scope.record;
         let found = record.find(name);
         match found.as_slice() {
-            [] => Ok(None),
+            [] => match record.include {
+                Some(at) => Err(include_error(at)),
+                None => Ok(None),
+            },
             [(index, member), rest @ ..] => {
                 if member.name != name {
                     if let Some((_, other)) = rest.first() {
@@ -144,6 +150,11 @@ impl<'a> RecordValue<'a> {
                     owner: record,
                     index,
                 }));
+            }
+            if let Some(at) = record.record().include {
+                if record.record().find(name).is_empty() {
+                    return Err(include_error(at));
+                }
             }
             current = record.parent();
         }
@@ -307,6 +318,7 @@ impl<'a> Evaluator<'a> {
             ExprKind::If(cond, then, otherwise) => self.conditional(cond, then, otherwise, scope),
             ExprKind::Member(target, name, name_pos) => self.member(target, name, *name_pos, scope),
             ExprKind::Index(target, index) => self.index(target, index, expr.pos, scope),
+            ExprKind::Unparsed(error) => Err((**error).clone()),
             _ => Err(Self::unsupported(expr)),
         }
     }

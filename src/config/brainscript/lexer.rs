@@ -34,6 +34,10 @@ pub(crate) enum TokKind {
     Macro(String),
     /// Punctuation or an operator.
     Punct(&'static str),
+    /// Text that is no BrainScript token (`03_name`, `@`, a lone `$`), with the error it
+    /// gives if parsed: CNTK's legacy parser keeps any value as text, so such text in a
+    /// member the reader never reads is no error ([`super::ExprKind::Unparsed`]).
+    Bad(Box<Error>),
     /// End of the text.
     Eof,
 }
@@ -67,6 +71,7 @@ impl Token {
             TokKind::Keyword(k) => format!("'{k}'"),
             TokKind::Macro(m) => format!("macro '${m}$'"),
             TokKind::Punct(p) => format!("'{p}'"),
+            TokKind::Bad(error) => error.message().to_string(),
             TokKind::Eof => "end of file".to_string(),
         }
     }
@@ -186,8 +191,8 @@ impl Lexer<'_> {
         let line_initial = std::mem::replace(&mut self.line_initial, false);
         let kind = match self.peek() {
             None => TokKind::Eof,
-            Some(c) if c.is_ascii_digit() => self.number(pos)?,
-            Some('.') if self.peek_byte(1).is_ascii_digit() => self.number(pos)?,
+            Some(c) if c.is_ascii_digit() => self.number(pos),
+            Some('.') if self.peek_byte(1).is_ascii_digit() => self.number(pos),
             Some(c) if is_ident_start(c) => {
                 let word = self.word();
                 match KEYWORDS.iter().find(|k| **k == word) {
@@ -196,8 +201,8 @@ impl Lexer<'_> {
                 }
             }
             Some(q @ ('"' | '\'')) => self.string(q, pos)?,
-            Some('$') => self.macro_ref(pos)?,
-            Some(c) => self.punct(c, pos)?,
+            Some('$') => self.macro_ref(pos),
+            Some(c) => self.punct(c, pos),
         };
         Ok(Token {
             kind,
@@ -226,7 +231,7 @@ impl Lexer<'_> {
     }
 
     /// `13`, `3.14`, `.5`, `1.`, `1e30`, `2.5E-3`; `1..3` is `1`, `..`, `3`.
-    fn number(&mut self, pos: Pos) -> Result<TokKind, Error> {
+    fn number(&mut self, pos: Pos) -> TokKind {
         let start = self.i;
         self.digits();
         if self.peek_byte(0) == b'.' && self.peek_byte(1) != b'.' {
@@ -243,15 +248,15 @@ impl Lexer<'_> {
         let literal = self.text.get(start..self.i).unwrap_or("");
         if self.peek().is_some_and(is_ident_char) {
             let rest = self.word().to_string();
-            return Err(Error::new(
+            return bad(
                 pos,
                 format!("invalid number '{literal}{rest}' (quote it if it is a name or a path)"),
-            ));
+            );
         }
-        literal
-            .parse::<f64>()
-            .map(TokKind::Number)
-            .map_err(|_| Error::new(pos, format!("invalid number '{literal}'")))
+        match literal.parse::<f64>() {
+            Ok(n) => TokKind::Number(n),
+            Err(_) => bad(pos, format!("invalid number '{literal}'")),
+        }
     }
 
     /// A string in `"` or `'`, without escapes, possibly spanning lines.
@@ -276,28 +281,34 @@ impl Lexer<'_> {
     }
 
     /// A legacy `$name$` macro reference.
-    fn macro_ref(&mut self, pos: Pos) -> Result<TokKind, Error> {
+    fn macro_ref(&mut self, pos: Pos) -> TokKind {
         self.i += 1;
         let name = self.word().to_string();
         if name.is_empty() || self.peek() != Some('$') {
-            return Err(Error::new(pos, "unexpected character '$'"));
+            return bad(pos, "unexpected character '$'".to_string());
         }
         self.i += 1;
-        Ok(TokKind::Macro(name))
+        TokKind::Macro(name)
     }
 
-    fn punct(&mut self, c: char, pos: Pos) -> Result<TokKind, Error> {
+    fn punct(&mut self, c: char, pos: Pos) -> TokKind {
         let rest = self.text.get(self.i..).unwrap_or("");
         if let Some(p) = PUNCT2.iter().find(|p| rest.starts_with(**p)) {
             self.i += 2;
-            return Ok(TokKind::Punct(p));
+            return TokKind::Punct(p);
         }
         if let Some(p) = PUNCT1.iter().find(|p| rest.starts_with(**p)) {
             self.i += 1;
-            return Ok(TokKind::Punct(p));
+            return TokKind::Punct(p);
         }
-        Err(Error::new(pos, format!("unexpected character '{c}'")))
+        self.i += c.len_utf8();
+        bad(pos, format!("unexpected character '{c}'"))
     }
+}
+
+/// A [`TokKind::Bad`] token's kind.
+fn bad(pos: Pos, message: String) -> TokKind {
+    TokKind::Bad(Box::new(Error::new(pos, message)))
 }
 
 #[cfg(test)]
@@ -343,10 +354,14 @@ mod tests {
     }
 
     #[test]
-    fn number_followed_by_letters_is_an_error() {
-        let err = tokenize("x = 28x28").unwrap_err();
+    fn number_followed_by_letters_is_a_bad_token() {
+        let toks = tokenize("x = 28x28").unwrap();
+        let TokKind::Bad(err) = &toks[2].kind else {
+            panic!("{toks:?}")
+        };
         assert_eq!(err.pos(), Pos::new(1, 5));
         assert!(err.message().contains("28x28"));
+        assert_eq!(toks[3].kind, TokKind::Eof);
     }
 
     #[test]
@@ -421,10 +436,22 @@ mod tests {
     }
 
     #[test]
-    fn bad_characters() {
-        assert!(tokenize("a = @").unwrap_err().message().contains("'@'"));
-        assert!(tokenize("a = $x").is_err());
-        assert!(tokenize("a = |").is_err());
+    fn bad_characters_are_bad_tokens_of_their_own() {
+        let bad = |text: &str| -> Vec<String> {
+            let toks = tokenize(text).unwrap();
+            toks.iter()
+                .filter_map(|t| match &t.kind {
+                    TokKind::Bad(e) => Some(e.message().to_string()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(bad("a = @b"), ["unexpected character '@'"]);
+        assert_eq!(bad("a = $x"), ["unexpected character '$'"]);
+        assert_eq!(bad("a = | 1"), ["unexpected character '|'"]);
+        // An unclosed string or comment is still the document's error.
+        assert!(tokenize("a = 'x").is_err());
+        assert!(tokenize("a = /* x").is_err());
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod parser;
 pub use ast::{Args, BinaryOp, ChainLink, Expr, ExprKind, Member, Record, UnaryOp};
 pub use error::{Error, Pos};
 pub use eval::{Evaluator, MemberRef, RecordValue, Value};
+pub(crate) use parser::include_error;
 pub use parser::parse;
 
 /// Deepest nesting of expressions and of chained member references that is accepted; beyond

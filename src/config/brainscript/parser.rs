@@ -136,6 +136,9 @@ impl Parser {
 
     fn expected(&self, what: &str) -> Error {
         let token = self.peek();
+        if let TokKind::Bad(error) = &token.kind {
+            return (**error).clone();
+        }
         Error::new(
             token.pos,
             format!("expected {what}, found {}", token.describe()),
@@ -200,6 +203,7 @@ impl Parser {
         // Where each name was defined, so that a duplicate is found in one lookup (a scan of
         // the earlier members made a record of n members take n^2 / 2 comparisons).
         let mut defined: HashMap<String, usize> = HashMap::new();
+        let mut include = None;
         let mut depth = 1;
         let mut need_separator = false;
         loop {
@@ -218,14 +222,133 @@ impl Parser {
                 continue;
             }
             self.check_member_start(need_separator, pos, close)?;
-            let (member, member_depth) = self.member()?;
-            Self::check_duplicate(&members, &mut defined, &member)?;
+            if self.peek().is_keyword("include") {
+                let at = self.include()?;
+                include = include.or(Some(at));
+                need_separator = true;
+                continue;
+            }
+            let start = (self.at, self.depth);
+            let (member, member_depth) = match self.member().and_then(|member| {
+                self.check_member_end(close)?;
+                Ok(member)
+            }) {
+                Ok(member) => member,
+                Err(error) => {
+                    (self.at, self.depth) = start;
+                    self.unparsed_member(error, close)?
+                }
+            };
             depth = depth.max(member_depth + 1);
-            members.push(member);
+            Self::add_member(&mut members, &mut defined, member);
             need_separator = true;
         }
         let depth = Self::check_tree_depth(pos, depth)?;
-        Ok((Record { pos, members, id }, depth))
+        let record = Record {
+            pos,
+            members,
+            id,
+            include,
+        };
+        Ok((record, depth))
+    }
+
+    /// `include "FILE"` at a member's place: its position. Included text is not read
+    /// ([`Record::include`]).
+    #[inline(never)]
+    fn include(&mut self) -> Result<Pos, Error> {
+        let at = self.advance().pos;
+        match self.peek().kind {
+            TokKind::Str(_) => {
+                self.advance();
+                Ok(at)
+            }
+            _ => Err(include_error(at)),
+        }
+    }
+
+    /// Checks that a member's value ends where a member may end: at a line break, `;`, `,`,
+    /// the record's `close` or the end of the text.
+    fn check_member_end(&self, close: Option<&str>) -> Result<(), Error> {
+        let token = self.peek();
+        let ends = token.line_initial
+            || token.is_punct(";")
+            || token.is_punct(",")
+            || token.kind == TokKind::Eof
+            || close.is_some_and(|c| token.is_punct(c));
+        if ends {
+            Ok(())
+        } else {
+            Err(self.expected("';' or a line break between members"))
+        }
+    }
+
+    /// The member `name = TEXT` starting at the current token, whose value failed to parse
+    /// with `error`, kept as [`ExprKind::Unparsed`] as CNTK's legacy parser keeps a value as
+    /// text: the value runs to the first line break, `;` or `,` outside brackets, or to the
+    /// record's `close`. When the member does not start with `name =`, its value is empty,
+    /// or its brackets do not pair up (CNTK refuses those too), `error` is the document's
+    /// error.
+    #[inline(never)]
+    fn unparsed_member(
+        &mut self,
+        error: Error,
+        close: Option<&str>,
+    ) -> Result<(Member, usize), Error> {
+        let (name, pos) = match &self.peek().kind {
+            TokKind::Ident(name) => (name.clone(), self.peek().pos),
+            _ => return Err(error),
+        };
+        let value_start = self.at + 1;
+        match self.tokens.get(value_start) {
+            Some(t) if t.is_punct("=") => {}
+            _ => return Err(error),
+        }
+        let first = value_start + 1;
+        let mut at = first;
+        // The closing brackets that the open ones expect, innermost last.
+        let mut open: Vec<&str> = Vec::new();
+        loop {
+            let token = self.tokens.get(at).unwrap_or(&self.eof);
+            let TokKind::Punct(p) = token.kind else {
+                if token.kind == TokKind::Eof {
+                    if !open.is_empty() || close.is_some() {
+                        return Err(error);
+                    }
+                    break;
+                }
+                if open.is_empty() && at > first && token.line_initial {
+                    break;
+                }
+                at += 1;
+                continue;
+            };
+            if open.is_empty() && at > first && (token.line_initial || p == ";" || p == ",") {
+                break;
+            }
+            match p {
+                "[" => open.push("]"),
+                "(" => open.push(")"),
+                "{" => open.push("}"),
+                "[|" => open.push("|]"),
+                "]" | ")" | "}" | "|]" => match open.pop() {
+                    Some(expected) if expected == p => {}
+                    None if close == Some(p) => break,
+                    _ => return Err(error),
+                },
+                _ => {}
+            }
+            at += 1;
+        }
+        if at == first {
+            return Err(error);
+        }
+        self.at = at;
+        let value = Expr {
+            pos: self.tokens[first].pos,
+            kind: ExprKind::Unparsed(Box::new(error)),
+        };
+        Ok((Member { name, pos, value }, 1))
     }
 
     /// Checks that a member may start at the current token.
@@ -247,34 +370,33 @@ impl Parser {
                 format!("record opened here is not closed with '{close}'"),
             ));
         }
-        if token.is_keyword("include") {
-            return Err(Error::new(
-                token.pos,
-                "'include' is not supported; paste the included text instead",
-            ));
-        }
         Ok(())
     }
 
-    /// Refuses `member` when `defined` (the names of `members`, with their indices) has its
-    /// name, else records it there as the next member.
+    /// Adds `member` to `members`, and its name to `defined` (the names of `members`, with
+    /// their indices). A name defined twice is an error only when evaluated, as an
+    /// [`ExprKind::Unparsed`] value of its first definition: CNTK's legacy parser takes
+    /// the later value where BrainScript refuses the record, so the reader refuses to
+    /// choose, but a repeated key it never reads is no error.
     #[inline(never)]
-    fn check_duplicate(
-        members: &[Member],
-        defined: &mut HashMap<String, usize>,
-        member: &Member,
-    ) -> Result<(), Error> {
+    fn add_member(members: &mut Vec<Member>, defined: &mut HashMap<String, usize>, member: Member) {
         match defined.get(&member.name) {
-            Some(&first) => Err(Error::new(
-                member.pos,
-                format!(
-                    "duplicate member '{}' (first defined at {})",
-                    member.name, members[first].pos
-                ),
-            )),
+            Some(&first) => {
+                let error = Error::new(
+                    member.pos,
+                    format!(
+                        "duplicate member '{}' (first defined at {})",
+                        member.name, members[first].pos
+                    ),
+                );
+                members[first].value = Expr {
+                    pos: member.pos,
+                    kind: ExprKind::Unparsed(Box::new(error)),
+                };
+            }
             None => {
                 defined.insert(member.name.clone(), members.len());
-                Ok(())
+                members.push(member);
             }
         }
     }
@@ -592,12 +714,8 @@ impl Parser {
             TokKind::Keyword("if") => return self.conditional(pos),
             TokKind::Keyword("new") => return self.new_object(pos),
             TokKind::Keyword("array") => return self.array_ctor(pos),
-            TokKind::Keyword("include") => {
-                return Err(Error::new(
-                    pos,
-                    "'include' is not supported; paste the included text instead",
-                ))
-            }
+            TokKind::Keyword("include") => return Err(include_error(pos)),
+            TokKind::Bad(error) => return Err(*error),
             other => {
                 return Err(Error::new(
                     pos,
@@ -695,6 +813,15 @@ impl Parser {
         let kind = ExprKind::ArrayCtor(boxed(from), boxed(to), boxed(init));
         Ok((Expr { pos, kind }, depth))
     }
+}
+
+/// The error of an `include`, which is not read: where a value should be, or in a record
+/// whose members are looked up or listed ([`Record::include`]).
+pub(crate) fn include_error(pos: Pos) -> Error {
+    Error::new(
+        pos,
+        "'include' is not supported; paste the included text instead",
+    )
 }
 
 fn token_text(kind: &TokKind) -> String {
@@ -844,10 +971,104 @@ mod tests {
     }
 
     #[test]
-    fn missing_separator_is_an_error() {
-        let err = parse("a = 1 b = 2").unwrap_err();
+    fn missing_separator_is_an_error_of_the_member() {
+        let err = refused("a = 1 b = 2").unwrap();
         assert_eq!(err.pos(), Pos::new(1, 7));
         assert!(err.message().contains("';' or a line break"));
+        // The rest of the line is the value's text: no member `b`.
+        let doc = parse("a = 1 b = 2\nc = 3").unwrap();
+        let names: Vec<_> = doc.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+    }
+
+    /// The first error of the document or of a member's value kept as text (searched
+    /// through the records of member values).
+    fn refused(text: &str) -> Option<Error> {
+        fn in_record(record: &Record) -> Option<Error> {
+            record.members.iter().find_map(|m| match &m.value.kind {
+                ExprKind::Unparsed(e) => Some((**e).clone()),
+                ExprKind::Record(inner) => in_record(inner),
+                _ => None,
+            })
+        }
+        match parse(text) {
+            Err(e) => Some(e),
+            Ok(doc) => in_record(&doc),
+        }
+    }
+
+    /// CNTK's legacy parser keeps a value as text and reads it only when asked: values that
+    /// are not BrainScript are errors of their member, up to the line's end or the
+    /// record's close, with brackets paired.
+    #[test]
+    fn legacy_text_is_an_error_of_its_member_only() {
+        let text = "OutputDir = ./work\nmodel=$ModelDir$/03_Conv\nnodes = (ol, rmse)\n\
+                    mask = 0x10\nr = [ p = 50%\n q = 1 ]\nok = 7";
+        let doc = parse(text).unwrap();
+        let shown: Vec<(String, String)> = doc
+            .members
+            .iter()
+            .map(|m| {
+                let kind = match &m.value.kind {
+                    ExprKind::Unparsed(e) => format!("{}: {}", e.pos(), e.message()),
+                    ExprKind::Record(r) => format!("record of {}", r.members.len()),
+                    other => other.describe().to_string(),
+                };
+                (m.name.clone(), kind)
+            })
+            .collect();
+        let expected = [
+            ("OutputDir", "1:13: expected a value, found '.'"),
+            (
+                "model",
+                "2:18: invalid number '03_Conv' (quote it if it is a name or a path)",
+            ),
+            ("nodes", "3:12: expected ')', found ','"),
+            (
+                "mask",
+                "4:8: invalid number '0x10' (quote it if it is a name or a path)",
+            ),
+            ("r", "record of 2"),
+            ("ok", "number"),
+        ];
+        let expected: Vec<(String, String)> = expected
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(shown, expected);
+        // `50%` waits for an operand on the next line; the line's text is still its own.
+        let ExprKind::Record(r) = &doc.members[4].value.kind else {
+            unreachable!()
+        };
+        assert!(matches!(r.members[0].value.kind, ExprKind::Unparsed(_)));
+        assert_eq!(r.members[1].name, "q");
+        // Brackets that do not pair up, an empty value or a line that is not `name = ...`
+        // stay the document's errors, as in CNTK.
+        for text in [
+            "a = (1]\nb = 2",
+            "a = [ b = ( ]",
+            "a =\n",
+            "a = 1\n2 = b",
+            "a = 1 )",
+        ] {
+            assert!(parse(text).is_err(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn include_is_kept_as_the_records_include() {
+        let doc = parse("n = [ include \"Shared.bs\"\n a = 1 ]\nb = 2").unwrap();
+        let ExprKind::Record(n) = &doc.members[0].value.kind else {
+            unreachable!()
+        };
+        assert_eq!(n.include, Some(Pos::new(1, 7)));
+        assert_eq!(n.members.len(), 1);
+        assert_eq!(doc.include, None);
+        let err = parse("include = other.cntk").unwrap_err();
+        assert!(
+            err.message().contains("'include' is not supported"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -911,10 +1132,11 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_members() {
-        let err = parse("a = 1\na = 2").unwrap_err();
+    fn duplicate_members_are_an_error_of_the_member() {
+        let err = refused("a = 1\na = 2").unwrap();
         assert_eq!(err.pos(), Pos::new(2, 1));
         assert!(err.message().contains("duplicate member 'a'"));
+        assert_eq!(parse("a = 1\na = 2").unwrap().members.len(), 1);
         // Names are case-sensitive in the syntax; the reader checks case collisions itself.
         assert!(parse("a = 1\nA = 2").is_ok());
     }
@@ -925,28 +1147,24 @@ mod tests {
         assert_eq!(err.pos(), Pos::new(1, 5));
         assert!(parse("r = [ a = 1 }").is_err());
         assert!(parse("r = )").is_err());
-        assert!(parse("include 'x.bs'").is_err());
     }
 
     #[test]
     fn nesting_is_capped() {
         let deep = format!("x = {}1{}", "(".repeat(10_000), ")".repeat(10_000));
-        assert!(parse(&deep)
-            .unwrap_err()
-            .message()
-            .contains("nested deeper"));
+        assert!(refused(&deep).unwrap().message().contains("nested deeper"));
         let records = format!("x = {}{}", "[ a = ".repeat(5_000), "]".repeat(5_000));
-        assert!(parse(&records).is_err());
+        assert!(refused(&records).is_some());
         let right_nested = format!("x = {}1{}", "1 + (".repeat(10_000), ")".repeat(10_000));
-        assert!(parse(&right_nested)
-            .unwrap_err()
+        assert!(refused(&right_nested)
+            .unwrap()
             .message()
             .contains("nested deeper"));
         let unary = format!("x = {}1", "-".repeat(10_000));
-        assert!(parse(&unary).is_err());
+        assert!(refused(&unary).is_some());
         // A long chain of one precedence is not nesting.
         let chain = format!("x = 1{}", " + 1".repeat(10_000));
-        assert!(parse(&chain).is_ok());
+        assert!(refused(&chain).is_none());
     }
 
     /// Parentheses nested as deep as before are refused at the same place with the same
@@ -964,14 +1182,14 @@ mod tests {
         };
         let message = format!("expression nested deeper than {MAX_DEPTH} levels");
         // Alone, the innermost `1` is the 129th level (the member's value is the first).
-        let err = parse(&nested(MAX_DEPTH, 0)).unwrap_err();
+        let err = refused(&nested(MAX_DEPTH, 0)).unwrap();
         assert_eq!((err.message(), err.pos()), (&*message, Pos::new(1, 133)));
-        assert!(parse(&nested(MAX_DEPTH - 1, 0)).is_ok());
+        assert!(refused(&nested(MAX_DEPTH - 1, 0)).is_none());
         // In a chain, the operand of the innermost `+` is one level deeper than its `1`.
         for terms in [1, 200] {
-            let err = parse(&nested(MAX_DEPTH - 1, terms)).unwrap_err();
+            let err = refused(&nested(MAX_DEPTH - 1, terms)).unwrap();
             assert_eq!((err.message(), err.pos()), (&*message, Pos::new(1, 136)));
-            assert!(parse(&nested(MAX_DEPTH - 2, terms)).is_ok());
+            assert!(refused(&nested(MAX_DEPTH - 2, terms)).is_none());
         }
     }
 
@@ -986,7 +1204,8 @@ mod tests {
             format!("x = {}1", "-".repeat(1000)),
             format!("x = {}1", "if true then ".repeat(1000)),
         ];
-        let all_refused = with_small_stack(move || inputs.iter().all(|text| parse(text).is_err()));
+        let all_refused =
+            with_small_stack(move || inputs.iter().all(|text| refused(text).is_some()));
         assert!(all_refused);
     }
 }

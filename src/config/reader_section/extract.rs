@@ -392,7 +392,16 @@ impl<'a> Extractor<'_, 'a> {
         if let Some(option) = stand_in.filter(|_| is_macro_error(err)) {
             message.push_str(&format!(" (or pass {option})"));
         }
-        if key.eq_ignore_ascii_case("file") && err.message().starts_with("unknown name") {
+        let path_like = [
+            "unknown name",
+            "expected ",
+            "invalid number",
+            "unexpected character",
+        ]
+        .iter()
+        .any(|start| err.message().starts_with(start))
+            || err.message().contains("has no member");
+        if key.eq_ignore_ascii_case("file") && path_like {
             // `file = data/train.ctf`: CNTK's legacy parser takes the line as text;
             // BrainScript divides `data` by `train.ctf`.
             message.push_str(
@@ -401,6 +410,19 @@ impl<'a> Extractor<'_, 'a> {
             );
         }
         ConfigError::at(&self.source, err.pos(), message)
+    }
+
+    /// Fails when `record`, whose members are listed, has an `include`: the included text,
+    /// which is not read, might define more of them.
+    fn refuse_include(&self, record: &RecordValue<'a>) -> Result<(), ConfigError> {
+        match record.record().include {
+            Some(at) => Err(ConfigError::at(
+                &self.source,
+                at,
+                crate::config::brainscript::include_error(at).message(),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// A parameter of the input record `record`, which `--input` may stand in for.
@@ -648,6 +670,7 @@ impl<'a> Extractor<'_, 'a> {
         record: &RecordValue<'a>,
         input: Option<&str>,
     ) -> Result<(), ConfigError> {
+        self.refuse_include(record)?;
         let members = &record.record().members;
         for (i, member) in members.iter().enumerate() {
             let name = &member.name;
@@ -774,6 +797,7 @@ impl<'a> Extractor<'_, 'a> {
             let Raw::Value(Value::Record(inputs)) = &input.raw else {
                 return Err(input.wrong_type(src, "a record of inputs"));
             };
+            self.refuse_include(inputs)?;
             for member in &inputs.record().members {
                 let (cfg, at) = self.input(inputs, &member.name, member.pos)?;
                 config.inputs.push(cfg);
