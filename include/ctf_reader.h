@@ -903,8 +903,10 @@ enum ctf_status ctf_config_set_max_samples(struct ctf_config *config, uint64_t m
 enum ctf_status ctf_config_set_max_sweeps(struct ctf_config *config, uint64_t max_sweeps);
 
 /**
- * Sets the epoch size in samples: minibatches then end at epoch boundaries (`epoch_end`),
- * and a schedule changes size per epoch. 0, the default, sets no epoch size: minibatches
+ * Sets the epoch size in samples: epochs end at its multiples on the timeline, a
+ * minibatch takes only sequences that start before the next epoch end (the last one is
+ * delivered whole, and `epoch_end` marks the minibatch that reaches or crosses it), and a
+ * schedule changes size per epoch. 0, the default, sets no epoch size: minibatches
  * run across sweep ends (`sweep_end` marks them, as in CNTK V2), `epoch_end` is never set,
  * and the schedule and `ctf_reader_progress` count sweeps as epochs.
  *

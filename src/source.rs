@@ -53,10 +53,11 @@ pub struct ReadLimits {
     pub max_samples: Option<u64>,
     /// Stop after this many sweeps. Exclusive with `max_samples`.
     pub max_sweeps: Option<u64>,
-    /// Epochs of this many samples (at least 1): a minibatch never crosses an epoch end (a
-    /// sequence that starts before it is delivered whole) and the schedule advances per
-    /// epoch. Without it, minibatches run across sweep ends and the schedule's epochs are
-    /// sweeps.
+    /// Epochs of this many samples (at least 1), ending at its multiples on the timeline: a
+    /// minibatch takes only sequences that start before the next epoch end, so its last may
+    /// run past that end (a sequence is delivered whole) and the next minibatch starts a new
+    /// epoch; the schedule advances per epoch. Without it, minibatches run across sweep ends
+    /// and the schedule's epochs are sweeps.
     pub epoch_size: Option<u64>,
 }
 

@@ -1,7 +1,7 @@
 //! `MinibatchSource` end to end on generated files: restore gives exactly the minibatches of
 //! the uninterrupted run, workers share every sweep exactly, invalid sequences are skipped
-//! and charged once, and the default window shuffles a label-sorted file about as well as a
-//! full shuffle.
+//! and charged once, and a window of the default's 128 chunks shuffles a label-sorted file
+//! about as well as a full shuffle.
 
 use std::path::Path;
 
@@ -290,7 +290,10 @@ fn mean_entropy(cfg: &ReaderConfig) -> f64 {
 }
 
 /// On a label-sorted file, the default window's minibatches are about as mixed as a full
-/// shuffle's (issue 4: within 5%).
+/// shuffle's (issue 4: within 5%). The default window is 4 GiB of chunks, which covers this
+/// small file whole; the window here is its count at the default chunk size (128 chunks of
+/// 32 MiB), so it covers about a third of the file's chunks, as it would of a corpus of
+/// about 11 GiB. File order, and a window of a few chunks, fail the same bound.
 #[test]
 fn default_window_shuffles_a_sorted_file_like_a_full_shuffle() {
     let dir = tempfile::tempdir().unwrap();
@@ -300,25 +303,39 @@ fn default_window_shuffles_a_sorted_file_like_a_full_shuffle() {
         text.push_str(&format!("|label {}\n", i * 10 / 20_000));
     }
     std::fs::write(&path, text).unwrap();
+    let default_window = ctf_reader::config::default_window_chunks(32 << 20);
+    assert_eq!(default_window, 128);
     let base = ReaderConfig::builder()
         .file(path.to_string_lossy())
         .input(InputConfig::dense("label", 1))
         .chunk_size_in_bytes(500)
+        .randomization_window(default_window)
         .trace_level(0)
         .build()
         .unwrap();
-    assert!(base.randomization_window.is_none(), "the default window");
+    let chunks = source(&base, sweeps(1)).index().chunks.len() as u64;
+    assert!(
+        chunks > 2 * default_window,
+        "the window must be narrower than the file: {chunks} chunks"
+    );
     let windowed = mean_entropy(&base);
     let mut full = base.clone();
     full.randomization_window = Some(1 << 40);
     let shuffled = mean_entropy(&full);
+    let mut narrow = base.clone();
+    narrow.randomization_window = Some(4);
+    let few_chunks = mean_entropy(&narrow);
     let mut unshuffled = base.clone();
     unshuffled.randomize = false;
     let sorted = mean_entropy(&unshuffled);
-    eprintln!("label entropy per minibatch: default window {windowed:.4}, full shuffle {shuffled:.4}, file order {sorted:.4}");
-    assert!(sorted < 0.2, "{sorted}");
-    assert!(
-        (windowed - shuffled).abs() <= 0.05 * shuffled,
-        "{windowed} vs {shuffled}"
+    eprintln!(
+        "label entropy per minibatch ({chunks} chunks): window of {default_window} chunks \
+         {windowed:.4}, full shuffle {shuffled:.4}, window of 4 chunks {few_chunks:.4}, \
+         file order {sorted:.4}"
     );
+    let close = |e: f64| (e - shuffled).abs() <= 0.05 * shuffled;
+    assert!(close(windowed), "{windowed} vs {shuffled}");
+    assert!(!close(few_chunks), "{few_chunks} vs {shuffled}");
+    assert!(!close(sorted), "{sorted} vs {shuffled}");
+    assert!(sorted < 0.2, "{sorted}");
 }

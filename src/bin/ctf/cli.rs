@@ -70,7 +70,8 @@ pub struct DataArgs {
     /// (`skipSequenceIds = true` everywhere).
     #[arg(long)]
     pub skip_sequence_ids: bool,
-    /// 0: errors only; 1: warnings too; 2: everything.
+    /// 0: no warnings, nor the errors of invalid sequences skipped within maxErrors (the
+    /// error that fails a read is still shown; validate shows every error); 1 or more: all.
     #[arg(long, value_name = "N")]
     pub trace_level: Option<u32>,
 }
@@ -104,8 +105,9 @@ pub struct ReadArgs {
     /// Stop after this many sweeps.
     #[arg(long, value_name = "K")]
     pub max_sweeps: Option<u64>,
-    /// Epochs of this many samples (at least 1): minibatches stop at epoch ends, and a
-    /// schedule advances per epoch (without it, per sweep).
+    /// Epochs of this many samples (at least 1): a minibatch takes only sequences that start
+    /// before the next epoch end (the last may run past it, delivered whole), and a schedule
+    /// advances per epoch (without it, per sweep).
     #[arg(long, value_name = "N", value_parser = at_least_one::<u64>)]
     pub epoch_size: Option<u64>,
     /// Number of data-parallel workers, replacing the configuration's `numDataPartitions`
