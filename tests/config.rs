@@ -1510,6 +1510,7 @@ train = [
         useNumericSequenceKeys = true; hashSequenceKeys = false
         numDataPartitions = 1; partitionIndex = 0; randomizer = "block"
         frameMode = false; verbosity = 1
+        miniBatchMode = "partial"; numChunksToCache = 32
         deserializers = ({
             type = "CNTKTextFormatDeserializer"; module = "CNTKTextFormatReader"
             file = "a"; chunkSizeInBytes = 100; cacheIndex = true; precision = "float"

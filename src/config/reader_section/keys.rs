@@ -25,8 +25,13 @@ pub(crate) const READER_PARAMS: [&str; 18] = [
 
 /// Other keys that real reader sections carry (CNTK-BEHAVIOUR §2.1, composite reader, and
 /// the selection of the reader itself); they are accepted without a warning.
-const OTHER_READER_KEYS: [&str; 11] = [
+const OTHER_READER_KEYS: [&str; 13] = [
     "readerType",
+    // CNTK's legacy readers' key, which real CTF configurations carry (Examples/Text/ATIS).
+    "miniBatchMode",
+    // The chunk cache's size of CNTK's first CTF reader; the cache here is sized by the
+    // window and `keepDataInMemory`.
+    "numChunksToCache",
     "deserializers",
     "type",
     "module",
