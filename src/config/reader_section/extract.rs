@@ -7,7 +7,7 @@
 //! default". An unquoted name that is not defined anywhere is taken as a string, as CNTK's
 //! legacy configuration language does (`format = dense`, `randomize = none`).
 
-use crate::config::brainscript::{Error, Evaluator, Expr, ExprKind, Pos, RecordValue, Value};
+use crate::config::brainscript::{self, Error, Evaluator, Expr, ExprKind, Pos, RecordValue, Value};
 use crate::config::builder::{defaults, validate, InputOrigin, JoinedOrigin, Origin};
 use crate::config::{
     default_window_chunks, ConfigError, ConfigOverrides, ConfigWarning, InputConfig,
@@ -416,11 +416,7 @@ impl<'a> Extractor<'_, 'a> {
     /// which is not read, might define more of them.
     fn refuse_include(&self, record: &RecordValue<'a>) -> Result<(), ConfigError> {
         match record.record().include {
-            Some(at) => Err(ConfigError::at(
-                &self.source,
-                at,
-                crate::config::brainscript::include_error(at).message(),
-            )),
+            Some(at) => Err(self.script_error(&brainscript::include_error(at))),
             None => Ok(()),
         }
     }
